@@ -21,11 +21,15 @@ pub const PS_PER_MS: u64 = 1_000_000_000;
 pub const PS_PER_S: u64 = 1_000_000_000_000;
 
 /// An instant of simulated time, in picoseconds since the start of the run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct SimTime(pub u64);
 
 /// A span of simulated time, in picoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Duration(pub u64);
 
 impl SimTime {
@@ -95,7 +99,11 @@ impl Duration {
 impl Add<Duration> for SimTime {
     type Output = SimTime;
     fn add(self, d: Duration) -> SimTime {
-        SimTime(self.0.checked_add(d.0).expect("simulated time overflowed u64 picoseconds"))
+        SimTime(
+            self.0
+                .checked_add(d.0)
+                .expect("simulated time overflowed u64 picoseconds"),
+        )
     }
 }
 impl AddAssign<Duration> for SimTime {
@@ -175,16 +183,22 @@ impl Freq {
 }
 
 /// Dense index of a logical CPU inside one simulated system (0..n). Not an APIC ID.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct CpuId(pub u32);
 
 /// An x2APIC ID (32 bits) as firmware assigned it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct ApicId(pub u32);
 
 /// An interrupt vector (IDT index). 0-15 are illegal for fixed delivery and 16-31 are
 /// reserved for exceptions (Intel SDM Vol. 3A 11.5.2 / 6.2); devices use 32-255.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Vector(pub u8);
 
 impl Vector {

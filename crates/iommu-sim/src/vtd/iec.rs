@@ -1,0 +1,198 @@
+//! Interrupt entry cache (IEC): the IOMMU's cache of IRTEs.
+//!
+//! Modelled as fully associative with a configurable capacity and exact LRU
+//! replacement, ordered by a use counter so it is deterministic. Real capacities and
+//! policies are not published (COST-SOURCES.md lists interrupt-entry-cache effects as
+//! unmeasured), so both are assumptions.
+//!
+//! The cache holds copies of present entries. Like hardware, it is not coherent with
+//! the table in memory: after software rewrites an IRTE it must invalidate the cached
+//! copy with an interrupt entry cache invalidate descriptor (VT-d 6.5.2; global or
+//! index-selective), as Linux's `modify_irte` does through `qi_flush_iec`. Until then
+//! requests keep using the stale copy. Not-present entries are not cached
+//! (assumption), so a fault on a not-present entry always re-reads memory.
+//!
+//! Every operation is O(log capacity).
+
+use super::irte::Irte;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Hit/miss/eviction counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IecCounters {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    /// Entries dropped by index-selective or global invalidation.
+    pub invalidated: u64,
+}
+
+/// Fully associative LRU cache of IRTEs keyed by interrupt index.
+#[derive(Clone, Debug)]
+pub struct Iec {
+    capacity: usize,
+    /// index -> (cached entry, last-use stamp)
+    entries: BTreeMap<u32, (Irte, u64)>,
+    /// last-use stamp -> index; the first key is the least recently used.
+    by_age: BTreeMap<u64, u32>,
+    next_stamp: u64,
+    counters: IecCounters,
+}
+
+impl Iec {
+    /// A cache of `capacity` entries. 0 is allowed and means no cache: every lookup
+    /// misses.
+    pub fn new(capacity: usize) -> Iec {
+        Iec {
+            capacity,
+            entries: BTreeMap::new(),
+            by_age: BTreeMap::new(),
+            next_stamp: 0,
+            counters: IecCounters::default(),
+        }
+    }
+
+    fn stamp(&mut self) -> u64 {
+        let s = self.next_stamp;
+        self.next_stamp += 1;
+        s
+    }
+
+    /// Looks `index` up, counting a hit or a miss; a hit makes it most recently used.
+    pub fn lookup(&mut self, index: u32) -> Option<Irte> {
+        let s = self.stamp();
+        match self.entries.get_mut(&index) {
+            Some((irte, age)) => {
+                let removed = self.by_age.remove(age);
+                assert_eq!(removed, Some(index), "IEC age index out of sync");
+                *age = s;
+                self.by_age.insert(s, index);
+                self.counters.hits += 1;
+                Some(*irte)
+            }
+            None => {
+                self.counters.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Fills `index` after a miss, evicting the least recently used entry when full.
+    /// Returns the evicted index.
+    pub fn fill(&mut self, index: u32, irte: Irte) -> Option<u32> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let s = self.stamp();
+        if let Some((old, age)) = self.entries.insert(index, (irte, s)) {
+            // Refill of a cached index: just refresh it.
+            let _ = old;
+            self.by_age.remove(&age);
+            self.by_age.insert(s, index);
+            return None;
+        }
+        self.by_age.insert(s, index);
+        if self.entries.len() > self.capacity {
+            let (_, victim) = self.by_age.pop_first().expect("cache is non-empty");
+            self.entries.remove(&victim);
+            self.counters.evictions += 1;
+            return Some(victim);
+        }
+        None
+    }
+
+    /// Index-selective invalidation. Returns whether the entry was cached.
+    pub fn invalidate_index(&mut self, index: u32) -> bool {
+        match self.entries.remove(&index) {
+            Some((_, age)) => {
+                self.by_age.remove(&age);
+                self.counters.invalidated += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Global invalidation.
+    pub fn invalidate_all(&mut self) {
+        self.counters.invalidated += self.entries.len() as u64;
+        self.entries.clear();
+        self.by_age.clear();
+    }
+
+    pub fn contains(&self, index: u32) -> bool {
+        self.entries.contains_key(&index)
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    pub fn counters(&self) -> &IecCounters {
+        &self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(n: u128) -> Irte {
+        Irte(n << 16 | 1)
+    }
+
+    #[test]
+    fn lru_evicts_least_recently_used() {
+        let mut c = Iec::new(2);
+        assert_eq!(c.lookup(1), None);
+        c.fill(1, e(1));
+        assert_eq!(c.lookup(2), None);
+        c.fill(2, e(2));
+        assert_eq!(c.lookup(1), Some(e(1))); // 1 is now MRU, 2 is LRU
+        assert_eq!(c.lookup(3), None);
+        assert_eq!(c.fill(3, e(3)), Some(2));
+        assert!(c.contains(1) && c.contains(3) && !c.contains(2));
+        assert_eq!(
+            *c.counters(),
+            IecCounters {
+                hits: 1,
+                misses: 3,
+                evictions: 1,
+                invalidated: 0
+            }
+        );
+    }
+
+    #[test]
+    fn invalidation() {
+        let mut c = Iec::new(4);
+        for i in 0..4 {
+            c.fill(i, e(i as u128));
+        }
+        assert!(c.invalidate_index(2));
+        assert!(!c.invalidate_index(2));
+        assert_eq!(c.len(), 3);
+        c.invalidate_all();
+        assert!(c.is_empty());
+        assert_eq!(c.counters().invalidated, 4);
+        // Still consistent after invalidation: fill up and evict in order.
+        for i in 10..15 {
+            c.fill(i, e(1));
+        }
+        assert_eq!(c.len(), 4);
+        assert!(!c.contains(10));
+    }
+
+    #[test]
+    fn zero_capacity_never_hits() {
+        let mut c = Iec::new(0);
+        c.fill(1, e(1));
+        assert_eq!(c.lookup(1), None);
+        assert_eq!(c.counters().misses, 1);
+    }
+}

@@ -1,0 +1,960 @@
+//! MESI model of the one cache line holding a posted-interrupt descriptor.
+//!
+//! Agents are the private caches of CPU cores and the IOMMU (a coherent agent in the
+//! uncore). [`PidLine`] keeps the line's data, which agents hold it in which state, and
+//! per-agent counters. Its API is split so a simulator can charge time when an access
+//! is issued and apply it when it completes:
+//!
+//! - getters: [`PidLine::desc`], [`PidLine::state`], [`PidLine::holders`],
+//!   [`PidLine::residence`], [`PidLine::counters`], [`PidLine::all_counters`],
+//!   [`PidLine::transitions`], [`PidLine::all_transitions`];
+//! - pure queries: [`PidLine::classify`] (what kind of access `op` would be now) and
+//!   [`PidLine::cost`] (its latency, derived from `classify`);
+//! - the one input: [`PidLine::perform`], which applies the access (classified by the
+//!   same `classify`) and returns the value it read and the access kind;
+//! - [`PidLine::check_invariants`] for tests and debug builds.
+//!
+//! State is sparse: `holders` lists only agents holding the line (in M, E or S) and
+//! the counter tables list only agents that ever touched it, so no operation scans all
+//! CPUs. A descriptor is normally touched by one core and one IOMMU, a few more after
+//! an affinity change, so these lists stay tiny and a linear search is the fastest map.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sim_core::{CpuId, Duration, Freq, Vector};
+
+use crate::costs::LineCosts;
+use crate::desc::{PiDesc, PostResult, PID_BITS, PID_WORDS};
+use crate::PidError;
+
+/// A coherent agent that may cache the line.
+///
+/// A core's `socket` must be the same every time that core is named: agents compare by
+/// all their fields, and [`PidLine::check_invariants`] reports one CPU seen with two
+/// sockets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Agent {
+    /// The private cache hierarchy (L1/L2) of the core running logical CPU `cpu`.
+    Core { cpu: CpuId, socket: u16 },
+    /// The IOMMU (remapping unit) of a socket.
+    Iommu { socket: u16 },
+}
+
+impl Agent {
+    pub fn core(cpu: u32, socket: u16) -> Agent {
+        Agent::Core {
+            cpu: CpuId(cpu),
+            socket,
+        }
+    }
+    pub fn iommu(socket: u16) -> Agent {
+        Agent::Iommu { socket }
+    }
+    pub fn socket(self) -> u16 {
+        match self {
+            Agent::Core { socket, .. } | Agent::Iommu { socket } => socket,
+        }
+    }
+    pub fn is_iommu(self) -> bool {
+        matches!(self, Agent::Iommu { .. })
+    }
+}
+
+impl fmt::Display for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Agent::Core { cpu, socket } => write!(f, "cpu{} (socket {socket})", cpu.0),
+            Agent::Iommu { socket } => write!(f, "iommu (socket {socket})"),
+        }
+    }
+}
+
+/// MESI state of the line in one agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Mesi {
+    M,
+    E,
+    S,
+    I,
+}
+
+impl Mesi {
+    /// All states, in the order of [`Mesi::index`].
+    pub const ALL: [Mesi; 4] = [Mesi::M, Mesi::E, Mesi::S, Mesi::I];
+
+    /// Row/column of this state in a [`TransitionCounts`] matrix (M=0, E=1, S=2, I=3).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    /// M or E: the only holder, may write (E after a silent upgrade).
+    pub fn is_owned(self) -> bool {
+        matches!(self, Mesi::M | Mesi::E)
+    }
+}
+
+/// Where the line's data lives while no agent holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Residence {
+    /// Never touched: only in DRAM of the home socket.
+    Memory,
+    /// In the LLC of the home socket (after the IOMMU's write-back).
+    Llc,
+}
+
+/// One access to the line.
+///
+/// Words are 0..8 and bits 0..512 of the whole line (PIR words 0..4, control word 4,
+/// ON = bit 256, SN = bit 257; see [`crate::desc`]). Bit operations both return the old
+/// bit: x86 `LOCK BTS/BTR` set CF to it either way; the `Test*` forms exist so traces
+/// can tell Linux's `test_and_*_bit` from `set_bit`/`clear_bit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LineOp {
+    /// Plain 64-bit load of `word`; returns it.
+    Load { word: usize },
+    /// Plain (unlocked) 64-bit store. Needs ownership like any write but adds no
+    /// locked-operation cost. Meant for set-up, e.g. writing NV/NDST into the control
+    /// word before the descriptor is published to the IOMMU; returns nothing.
+    Store { word: usize, value: u64 },
+    /// Locked exchange (`XCHG`): writes `value`, returns the old word.
+    Xchg { word: usize, value: u64 },
+    /// `LOCK BTS` (Linux `set_bit`); returns the old bit.
+    LockedBitSet { bit: u32 },
+    /// `LOCK BTR` (Linux `clear_bit`); returns the old bit.
+    LockedBitClear { bit: u32 },
+    /// `LOCK BTS` (Linux `test_and_set_bit`); returns the old bit.
+    LockedTestAndSet { bit: u32 },
+    /// `LOCK BTR` (Linux `test_and_clear_bit`); returns the old bit.
+    LockedTestAndClear { bit: u32 },
+    /// The IOMMU's atomic 64-byte update ([`PiDesc::post`]). Only an IOMMU agent may
+    /// issue it, and an IOMMU issues nothing else.
+    IommuPost { vector: Vector, urg: bool },
+}
+
+/// Coarse class of a [`LineOp`], which is all the cost table needs besides the
+/// [`AccessKind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OpClass {
+    Load,
+    Store,
+    LockedRmw,
+    IommuPost,
+}
+
+impl LineOp {
+    pub fn class(&self) -> OpClass {
+        match self {
+            LineOp::Load { .. } => OpClass::Load,
+            LineOp::Store { .. } => OpClass::Store,
+            LineOp::Xchg { .. }
+            | LineOp::LockedBitSet { .. }
+            | LineOp::LockedBitClear { .. }
+            | LineOp::LockedTestAndSet { .. }
+            | LineOp::LockedTestAndClear { .. } => OpClass::LockedRmw,
+            LineOp::IommuPost { .. } => OpClass::IommuPost,
+        }
+    }
+
+    /// Whether the access needs the line in M (every write).
+    pub fn needs_ownership(&self) -> bool {
+        self.class() != OpClass::Load
+    }
+
+    /// Checks word and bit ranges and that only the IOMMU posts (and only posts).
+    pub fn validate(&self, agent: Agent) -> Result<(), PidError> {
+        match *self {
+            LineOp::Load { word } | LineOp::Store { word, .. } | LineOp::Xchg { word, .. } => {
+                if word >= PID_WORDS {
+                    return Err(PidError::WordOutOfRange { word });
+                }
+            }
+            LineOp::LockedBitSet { bit }
+            | LineOp::LockedBitClear { bit }
+            | LineOp::LockedTestAndSet { bit }
+            | LineOp::LockedTestAndClear { bit } => {
+                if bit >= PID_BITS {
+                    return Err(PidError::BitOutOfRange { bit });
+                }
+            }
+            LineOp::IommuPost { .. } => {}
+        }
+        let is_post = matches!(self, LineOp::IommuPost { .. });
+        if is_post != agent.is_iommu() {
+            return Err(PidError::OpNotAllowed {
+                agent: agent.to_string(),
+                op: format!("{self:?}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How an access was served, from the requester's point of view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AccessKind {
+    /// The requester already held the line in a sufficient state (any of M/E/S for a
+    /// load, M/E for a write; E -> M is silent).
+    L1Hit,
+    /// Write with the line in S; all other sharers are on the requester's socket.
+    Upgrade,
+    /// Write with the line in S; some other sharer is on another socket.
+    UpgradeOtherSocket,
+    /// Nobody held it; data in the LLC of the home socket, requester on that socket.
+    LlcHit,
+    /// Nobody held it; data in the home socket's LLC, requester on another socket.
+    RemoteLlcOtherSocket,
+    /// Nobody ever touched it (cold); DRAM on the requester's socket.
+    Memory,
+    /// Cold; DRAM of another socket.
+    RemoteMemory,
+    /// Other agents held clean copies (E/S); a load found one on its own socket, or a
+    /// write had to invalidate copies only on its own socket.
+    RemoteCleanSameSocket,
+    /// Other agents held clean copies; a load found none on its own socket, or a write
+    /// had to invalidate a copy on another socket.
+    RemoteCleanOtherSocket,
+    /// Another agent on the requester's socket held it Modified.
+    RemoteModifiedSameSocket,
+    /// An agent on another socket held it Modified.
+    RemoteModifiedOtherSocket,
+}
+
+/// What an access returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OpValue {
+    /// Plain store.
+    None,
+    /// Loaded word, or the old word of an exchange.
+    Word(u64),
+    /// Old value of the bit of a locked bit operation.
+    Bit(bool),
+    /// Outcome of an IOMMU post.
+    Post(PostResult),
+}
+
+/// Outcome of [`PidLine::perform`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[must_use]
+pub struct OpResult {
+    pub kind: AccessKind,
+    pub value: OpValue,
+    /// The requester's state before the access.
+    pub from: Mesi,
+    /// The requester's state after the access (always I for the IOMMU).
+    pub to: Mesi,
+}
+
+impl OpResult {
+    pub fn word(&self) -> Option<u64> {
+        match self.value {
+            OpValue::Word(w) => Some(w),
+            _ => None,
+        }
+    }
+    pub fn bit(&self) -> Option<bool> {
+        match self.value {
+            OpValue::Bit(b) => Some(b),
+            _ => None,
+        }
+    }
+    pub fn post(&self) -> Option<PostResult> {
+        match self.value {
+            OpValue::Post(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// Per-agent event counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AgentCounters {
+    /// [`LineOp::Load`]s issued.
+    pub loads: u64,
+    /// Every other op issued (stores, locked RMWs, IOMMU posts).
+    pub stores_or_rmw: u64,
+    /// Accesses not served as [`AccessKind::L1Hit`] (upgrades included; every IOMMU
+    /// post counts, as the IOMMU keeps no copy).
+    pub l1_misses: u64,
+    /// Requests for ownership: writes that found the line in S (upgrade) or I.
+    pub rfos: u64,
+    /// Times another agent's access took this agent's copy to I.
+    pub invalidations_received: u64,
+    /// Times this agent obtained the line while another agent held it Modified.
+    pub modified_transfers: u64,
+}
+
+/// Counts of state changes of one agent: `0[from.index()][to.index()]`.
+///
+/// The requester of an access records one entry per access, so hits land on the
+/// diagonal (a load hit in S counts S -> S). The IOMMU records I -> M and M -> I for
+/// each post (ownership, then write-back). Every other agent records an entry only when
+/// its state changes (M -> S on a snoop, X -> I on an invalidation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TransitionCounts(pub [[u64; 4]; 4]);
+
+impl TransitionCounts {
+    pub fn get(&self, from: Mesi, to: Mesi) -> u64 {
+        self.0[from.index()][to.index()]
+    }
+    pub fn total(&self) -> u64 {
+        self.0.iter().flatten().sum()
+    }
+    fn record(&mut self, from: Mesi, to: Mesi) {
+        self.0[from.index()][to.index()] += 1;
+    }
+}
+
+/// The descriptor's cache line, its coherence state across agents, and counters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PidLine {
+    desc: PiDesc,
+    home_socket: u16,
+    /// Agents holding the line in M, E or S (never I); each at most once.
+    holders: Vec<(Agent, Mesi)>,
+    residence: Residence,
+    counters: Vec<(Agent, AgentCounters)>,
+    transitions: Vec<(Agent, TransitionCounts)>,
+}
+
+impl PidLine {
+    /// A zeroed descriptor homed on `home_socket`, cold (in DRAM), held by nobody.
+    pub fn new(home_socket: u16) -> PidLine {
+        PidLine::with_desc(PiDesc::ZERO, home_socket)
+    }
+
+    /// A line holding `desc`, cold, held by nobody. This is how a simulator sets up
+    /// NV/NDST before time starts; use [`LineOp::Store`] to change them in simulated
+    /// time.
+    pub fn with_desc(desc: PiDesc, home_socket: u16) -> PidLine {
+        PidLine {
+            desc,
+            home_socket,
+            holders: Vec::new(),
+            residence: Residence::Memory,
+            counters: Vec::new(),
+            transitions: Vec::new(),
+        }
+    }
+
+    /// The line's current data.
+    pub fn desc(&self) -> &PiDesc {
+        &self.desc
+    }
+    pub fn home_socket(&self) -> u16 {
+        self.home_socket
+    }
+    /// Where the data lives when nobody holds it.
+    pub fn residence(&self) -> Residence {
+        self.residence
+    }
+    /// Agents holding the line, each with its state (never I).
+    pub fn holders(&self) -> &[(Agent, Mesi)] {
+        &self.holders
+    }
+    /// `agent`'s state (I if it does not hold the line).
+    pub fn state(&self, agent: Agent) -> Mesi {
+        self.holders
+            .iter()
+            .find(|(a, _)| *a == agent)
+            .map_or(Mesi::I, |(_, s)| *s)
+    }
+    /// `agent`'s counters (all zero if it never touched the line).
+    pub fn counters(&self, agent: Agent) -> AgentCounters {
+        self.counters
+            .iter()
+            .find(|(a, _)| *a == agent)
+            .map_or_else(AgentCounters::default, |(_, c)| *c)
+    }
+    /// Counters of every agent that touched the line, in order of first touch.
+    pub fn all_counters(&self) -> &[(Agent, AgentCounters)] {
+        &self.counters
+    }
+    /// `agent`'s transition counts (all zero if it never touched the line).
+    pub fn transitions(&self, agent: Agent) -> TransitionCounts {
+        self.transitions
+            .iter()
+            .find(|(a, _)| *a == agent)
+            .map_or_else(TransitionCounts::default, |(_, t)| *t)
+    }
+    /// Transition counts of every agent that touched the line, in order of first touch.
+    pub fn all_transitions(&self) -> &[(Agent, TransitionCounts)] {
+        &self.transitions
+    }
+
+    /// The kind of access `op` by `agent` would be in the current state. Both
+    /// [`Self::cost`] and [`Self::perform`] use this, so they always agree.
+    pub fn classify(&self, agent: Agent, op: &LineOp) -> AccessKind {
+        let own = op.needs_ownership();
+        let sock = agent.socket();
+        match (self.state(agent), own) {
+            (Mesi::M | Mesi::E, _) | (Mesi::S, false) => return AccessKind::L1Hit,
+            (Mesi::S, true) => {
+                let far = self
+                    .holders
+                    .iter()
+                    .any(|(a, _)| *a != agent && a.socket() != sock);
+                return if far {
+                    AccessKind::UpgradeOtherSocket
+                } else {
+                    AccessKind::Upgrade
+                };
+            }
+            (Mesi::I, _) => {}
+        }
+        let mut modified_at = None;
+        let mut clean_same = false;
+        let mut clean_other = false;
+        for (a, s) in self.holders.iter().filter(|(a, _)| *a != agent) {
+            match s {
+                Mesi::M => modified_at = Some(a.socket()),
+                Mesi::E | Mesi::S if a.socket() == sock => clean_same = true,
+                Mesi::E | Mesi::S => clean_other = true,
+                Mesi::I => {}
+            }
+        }
+        if let Some(s) = modified_at {
+            return if s == sock {
+                AccessKind::RemoteModifiedSameSocket
+            } else {
+                AccessKind::RemoteModifiedOtherSocket
+            };
+        }
+        if clean_same || clean_other {
+            // A load takes the nearest copy; a write must reach every copy.
+            let far = if own { clean_other } else { !clean_same };
+            return if far {
+                AccessKind::RemoteCleanOtherSocket
+            } else {
+                AccessKind::RemoteCleanSameSocket
+            };
+        }
+        let local = sock == self.home_socket;
+        match (self.residence, local) {
+            (Residence::Llc, true) => AccessKind::LlcHit,
+            (Residence::Llc, false) => AccessKind::RemoteLlcOtherSocket,
+            (Residence::Memory, true) => AccessKind::Memory,
+            (Residence::Memory, false) => AccessKind::RemoteMemory,
+        }
+    }
+
+    /// Latency of `op` by `agent` if issued now. Pure. `cpu_freq` is the requesting
+    /// core's clock (ignored for the IOMMU).
+    ///
+    /// # Panics
+    /// If `op` is invalid for `agent` (see [`LineOp::validate`]).
+    pub fn cost(&self, agent: Agent, op: &LineOp, costs: &LineCosts, cpu_freq: Freq) -> Duration {
+        if let Err(e) = op.validate(agent) {
+            panic!("PidLine::cost: {e}");
+        }
+        costs.access_cost(self.classify(agent, op), op.class(), cpu_freq)
+    }
+
+    /// Applies `op` by `agent`: coherence transitions of every affected agent, the data
+    /// effect, counters and transition counts.
+    ///
+    /// # Panics
+    /// If `op` is invalid for `agent` (see [`LineOp::validate`]); callers taking ops
+    /// from user input should call `validate` first.
+    pub fn perform(&mut self, agent: Agent, op: LineOp) -> OpResult {
+        if let Err(e) = op.validate(agent) {
+            panic!("PidLine::perform: {e}");
+        }
+        let kind = self.classify(agent, &op);
+        let from = self.state(agent);
+        let own = op.needs_ownership();
+
+        let mut got_modified = false;
+        let mut invalidated = false;
+        let to = if own {
+            // Every other copy goes to I; a Modified one supplies the data first.
+            let mut i = 0;
+            while i < self.holders.len() {
+                let (a, s) = self.holders[i];
+                if a == agent {
+                    i += 1;
+                    continue;
+                }
+                got_modified |= s == Mesi::M;
+                invalidated = true;
+                self.holders.swap_remove(i);
+                self.transitions_mut(a).record(s, Mesi::I);
+                self.counters_mut(a).invalidations_received += 1;
+            }
+            if agent.is_iommu() {
+                // Ownership, the update, then the write-back into the home LLC; the
+                // IOMMU keeps no copy.
+                self.remove_holder(agent);
+                let t = self.transitions_mut(agent);
+                t.record(Mesi::I, Mesi::M);
+                t.record(Mesi::M, Mesi::I);
+                Mesi::I
+            } else {
+                self.set_holder(agent, Mesi::M);
+                self.transitions_mut(agent).record(from, Mesi::M);
+                Mesi::M
+            }
+        } else if from == Mesi::I {
+            // Read miss: an owner keeps a shared copy (M writes back), and the
+            // requester gets S if anyone else holds the line, else E.
+            let mut shared = false;
+            for idx in 0..self.holders.len() {
+                let (a, s) = self.holders[idx];
+                shared = true;
+                if s.is_owned() {
+                    got_modified |= s == Mesi::M;
+                    self.holders[idx].1 = Mesi::S;
+                    self.transitions_mut(a).record(s, Mesi::S);
+                }
+            }
+            let to = if shared { Mesi::S } else { Mesi::E };
+            self.set_holder(agent, to);
+            self.transitions_mut(agent).record(Mesi::I, to);
+            to
+        } else {
+            self.transitions_mut(agent).record(from, from);
+            from
+        };
+        debug_assert!(!invalidated || own);
+        self.residence = Residence::Llc;
+
+        let value = self.apply_data(op);
+
+        let c = self.counters_mut(agent);
+        if op.class() == OpClass::Load {
+            c.loads += 1;
+        } else {
+            c.stores_or_rmw += 1;
+        }
+        if kind != AccessKind::L1Hit {
+            c.l1_misses += 1;
+        }
+        if own && matches!(from, Mesi::S | Mesi::I) {
+            c.rfos += 1;
+        }
+        if got_modified {
+            c.modified_transfers += 1;
+        }
+
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        OpResult {
+            kind,
+            value,
+            from,
+            to,
+        }
+    }
+
+    fn apply_data(&mut self, op: LineOp) -> OpValue {
+        let d = &mut self.desc;
+        match op {
+            LineOp::Load { word } => OpValue::Word(d.word(word)),
+            LineOp::Store { word, value } => {
+                d.set_word(word, value);
+                OpValue::None
+            }
+            LineOp::Xchg { word, value } => {
+                let old = d.word(word);
+                d.set_word(word, value);
+                OpValue::Word(old)
+            }
+            LineOp::LockedBitSet { bit } | LineOp::LockedTestAndSet { bit } => {
+                OpValue::Bit(d.set_bit(bit, true))
+            }
+            LineOp::LockedBitClear { bit } | LineOp::LockedTestAndClear { bit } => {
+                OpValue::Bit(d.set_bit(bit, false))
+            }
+            LineOp::IommuPost { vector, urg } => OpValue::Post(d.post(vector, urg)),
+        }
+    }
+
+    fn set_holder(&mut self, agent: Agent, state: Mesi) {
+        match self.holders.iter_mut().find(|(a, _)| *a == agent) {
+            Some(entry) => entry.1 = state,
+            None => self.holders.push((agent, state)),
+        }
+    }
+
+    fn remove_holder(&mut self, agent: Agent) {
+        self.holders.retain(|(a, _)| *a != agent);
+    }
+
+    fn counters_mut(&mut self, agent: Agent) -> &mut AgentCounters {
+        let idx = match self.counters.iter().position(|(a, _)| *a == agent) {
+            Some(i) => i,
+            None => {
+                self.counters.push((agent, AgentCounters::default()));
+                self.counters.len() - 1
+            }
+        };
+        &mut self.counters[idx].1
+    }
+
+    fn transitions_mut(&mut self, agent: Agent) -> &mut TransitionCounts {
+        let idx = match self.transitions.iter().position(|(a, _)| *a == agent) {
+            Some(i) => i,
+            None => {
+                self.transitions.push((agent, TransitionCounts::default()));
+                self.transitions.len() - 1
+            }
+        };
+        &mut self.transitions[idx].1
+    }
+
+    /// Coherence invariants that must hold between operations:
+    /// - no holder is recorded in I, and each agent is listed at most once;
+    /// - at most one agent holds the line in M or E, and then nobody else holds it;
+    /// - the IOMMU never holds the line;
+    /// - one CPU is never named with two different sockets.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut owners = 0;
+        for (i, (a, s)) in self.holders.iter().enumerate() {
+            if *s == Mesi::I {
+                return Err(format!("{a} listed as a holder in I"));
+            }
+            if a.is_iommu() {
+                return Err(format!("{a} holds the line ({s:?}) between operations"));
+            }
+            if self.holders[..i].iter().any(|(b, _)| b == a) {
+                return Err(format!("{a} listed twice among holders"));
+            }
+            if s.is_owned() {
+                owners += 1;
+            }
+        }
+        if owners > 1 || (owners == 1 && self.holders.len() > 1) {
+            return Err(format!(
+                "an M/E copy coexists with other copies: {:?}",
+                self.holders
+            ));
+        }
+        for (i, (a, _)) in self.counters.iter().enumerate() {
+            if let Agent::Core { cpu, socket } = a {
+                let clash = self.counters[..i].iter().any(|(b, _)| {
+                    matches!(b, Agent::Core { cpu: c, socket: s } if c == cpu && s != socket)
+                });
+                if clash {
+                    return Err(format!("cpu{} named with two different sockets", cpu.0));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(unused_must_use)]
+mod tests {
+    use super::*;
+    use crate::desc::{ON_BIT, SN_BIT};
+
+    const C0: Agent = Agent::Core {
+        cpu: CpuId(0),
+        socket: 0,
+    };
+    const C1: Agent = Agent::Core {
+        cpu: CpuId(1),
+        socket: 0,
+    };
+    const C2: Agent = Agent::Core {
+        cpu: CpuId(2),
+        socket: 1,
+    };
+    const IO: Agent = Agent::Iommu { socket: 0 };
+
+    fn f() -> Freq {
+        Freq::from_mhz(2000).unwrap()
+    }
+
+    fn post(v: u8) -> LineOp {
+        LineOp::IommuPost {
+            vector: Vector(v),
+            urg: false,
+        }
+    }
+
+    /// Runs `op`, checking that `cost` (before) matches the performed kind.
+    fn run(line: &mut PidLine, agent: Agent, op: LineOp) -> OpResult {
+        let costs = LineCosts::default();
+        let predicted = line.cost(agent, &op, &costs, f());
+        let r = line.perform(agent, op);
+        assert_eq!(predicted, costs.access_cost(r.kind, op.class(), f()));
+        line.check_invariants().unwrap();
+        r
+    }
+
+    #[test]
+    fn first_load_is_cold_then_exclusive() {
+        let mut l = PidLine::with_desc(PiDesc::new(Vector(0xeb), 4), 0);
+        let r = run(&mut l, C0, LineOp::Load { word: 4 });
+        assert_eq!(r.kind, AccessKind::Memory);
+        assert_eq!(r.word(), Some(l.desc().control()));
+        assert_eq!((r.from, r.to), (Mesi::I, Mesi::E));
+        assert_eq!(l.state(C0), Mesi::E);
+        assert_eq!(l.residence(), Residence::Llc);
+        // Cold from the other socket is remote memory.
+        let mut l = PidLine::new(0);
+        assert_eq!(
+            run(&mut l, C2, LineOp::Load { word: 0 }).kind,
+            AccessKind::RemoteMemory
+        );
+    }
+
+    #[test]
+    fn load_after_iommu_post_misses_in_llc() {
+        let mut l = PidLine::with_desc(PiDesc::new(Vector(0xeb), 0), 0);
+        let p = run(&mut l, IO, post(0x40)).post().unwrap();
+        assert!(p.notification.is_some());
+        assert!(l.holders().is_empty());
+        assert_eq!(l.residence(), Residence::Llc);
+        let r = run(&mut l, C0, LineOp::Load { word: 1 });
+        assert_eq!(r.kind, AccessKind::LlcHit);
+        assert_eq!(r.word(), Some(1));
+        assert_eq!(l.state(C0), Mesi::E);
+        // From the other socket the same line is a remote LLC hit.
+        let mut l2 = PidLine::new(0);
+        run(&mut l2, IO, post(0x40));
+        assert_eq!(
+            run(&mut l2, C2, LineOp::Load { word: 1 }).kind,
+            AccessKind::RemoteLlcOtherSocket
+        );
+    }
+
+    #[test]
+    fn load_then_xchg_is_a_hit_and_a_silent_upgrade() {
+        let mut l = PidLine::new(0);
+        run(&mut l, IO, post(0x41));
+        run(&mut l, C0, LineOp::Load { word: 1 });
+        let r = run(&mut l, C0, LineOp::Xchg { word: 1, value: 0 });
+        assert_eq!(r.kind, AccessKind::L1Hit);
+        assert_eq!(r.word(), Some(1 << 1));
+        assert_eq!((r.from, r.to), (Mesi::E, Mesi::M));
+        assert_eq!(l.desc().pir_word(1), 0);
+        let c = l.counters(C0);
+        assert_eq!(
+            (c.loads, c.stores_or_rmw, c.l1_misses, c.rfos),
+            (1, 1, 1, 0)
+        );
+        let t = l.transitions(C0);
+        assert_eq!(t.get(Mesi::I, Mesi::E), 1);
+        assert_eq!(t.get(Mesi::E, Mesi::M), 1);
+        // The locked op on an owned line costs L1 hit + locked extra: 24 cycles.
+        let cost = l.cost(
+            C0,
+            &LineOp::LockedBitClear { bit: ON_BIT },
+            &LineCosts::default(),
+            f(),
+        );
+        assert_eq!(cost, f().cycles(24));
+    }
+
+    #[test]
+    fn sharing_then_xchg_invalidates_the_other_sharer() {
+        let mut l = PidLine::new(0);
+        run(&mut l, IO, post(0x20));
+        assert_eq!(
+            run(&mut l, C0, LineOp::Load { word: 0 }).kind,
+            AccessKind::LlcHit
+        );
+        let r = run(&mut l, C1, LineOp::Load { word: 0 });
+        assert_eq!(r.kind, AccessKind::RemoteCleanSameSocket);
+        assert_eq!((l.state(C0), l.state(C1)), (Mesi::S, Mesi::S));
+        assert_eq!(l.transitions(C0).get(Mesi::E, Mesi::S), 1);
+        // A load hit in S.
+        assert_eq!(
+            run(&mut l, C0, LineOp::Load { word: 0 }).kind,
+            AccessKind::L1Hit
+        );
+        let r = run(&mut l, C0, LineOp::Xchg { word: 0, value: 0 });
+        assert_eq!(r.kind, AccessKind::Upgrade);
+        assert_eq!(r.word(), Some(1 << 32));
+        assert_eq!((l.state(C0), l.state(C1)), (Mesi::M, Mesi::I));
+        assert_eq!(l.counters(C0).rfos, 1);
+        assert_eq!(l.counters(C1).invalidations_received, 1);
+        assert_eq!(l.transitions(C1).get(Mesi::S, Mesi::I), 1);
+        assert_eq!(l.transitions(C0).get(Mesi::S, Mesi::S), 1);
+        // Upgrade cost: upgrade_s_to_m_ns + locked extra.
+        let costs = LineCosts::default();
+        assert_eq!(
+            costs.access_cost(AccessKind::Upgrade, OpClass::LockedRmw, f()),
+            Duration::from_ns(40) + f().cycles(20)
+        );
+    }
+
+    #[test]
+    fn upgrade_with_a_sharer_on_the_other_socket() {
+        let mut l = PidLine::new(0);
+        run(&mut l, C0, LineOp::Load { word: 0 });
+        assert_eq!(
+            run(&mut l, C2, LineOp::Load { word: 0 }).kind,
+            AccessKind::RemoteCleanOtherSocket
+        );
+        assert_eq!(
+            l.classify(C0, &LineOp::LockedBitSet { bit: SN_BIT }),
+            AccessKind::UpgradeOtherSocket
+        );
+        // An RFO from a third core on socket 0 must reach the copy on socket 1.
+        assert_eq!(
+            l.classify(C1, &LineOp::LockedBitSet { bit: SN_BIT }),
+            AccessKind::RemoteCleanOtherSocket
+        );
+        // ...but a load by that core finds a copy on its own socket.
+        assert_eq!(
+            l.classify(C1, &LineOp::Load { word: 0 }),
+            AccessKind::RemoteCleanSameSocket
+        );
+    }
+
+    #[test]
+    fn modified_on_socket_0_loaded_from_socket_1() {
+        let mut l = PidLine::new(0);
+        run(
+            &mut l,
+            C0,
+            LineOp::Store {
+                word: 4,
+                value: 0xeb << 16,
+            },
+        );
+        assert_eq!(l.state(C0), Mesi::M);
+        let r = run(&mut l, C2, LineOp::Load { word: 4 });
+        assert_eq!(r.kind, AccessKind::RemoteModifiedOtherSocket);
+        assert_eq!(r.word(), Some(0xeb << 16));
+        assert_eq!((l.state(C0), l.state(C2)), (Mesi::S, Mesi::S));
+        assert_eq!(l.counters(C2).modified_transfers, 1);
+        assert_eq!(l.counters(C0).invalidations_received, 0);
+        assert_eq!(l.transitions(C0).get(Mesi::M, Mesi::S), 1);
+        // Same socket: RemoteModifiedSameSocket.
+        let mut l = PidLine::new(0);
+        run(&mut l, C0, LineOp::Xchg { word: 0, value: 5 });
+        assert_eq!(
+            run(&mut l, C1, LineOp::Xchg { word: 0, value: 6 }).kind,
+            AccessKind::RemoteModifiedSameSocket
+        );
+        assert_eq!((l.state(C0), l.state(C1)), (Mesi::I, Mesi::M));
+        assert_eq!(l.counters(C1).modified_transfers, 1);
+        assert_eq!(l.counters(C1).rfos, 1);
+    }
+
+    #[test]
+    fn iommu_post_after_core_modified() {
+        let mut l = PidLine::with_desc(PiDesc::new(Vector(0xeb), 7), 0);
+        run(&mut l, C0, LineOp::LockedBitClear { bit: ON_BIT });
+        assert_eq!(l.state(C0), Mesi::M);
+        let r = run(&mut l, IO, post(0x80));
+        assert_eq!(r.kind, AccessKind::RemoteModifiedSameSocket);
+        assert_eq!((r.from, r.to), (Mesi::I, Mesi::I));
+        assert_eq!(
+            r.post().unwrap().notification.map(|n| (n.nv, n.ndst)),
+            Some((Vector(0xeb), 7))
+        );
+        assert!(l.holders().is_empty());
+        assert_eq!(l.state(IO), Mesi::I);
+        let io = l.counters(IO);
+        assert_eq!(io.modified_transfers, 1);
+        assert_eq!((io.stores_or_rmw, io.l1_misses, io.rfos), (1, 1, 1));
+        assert_eq!(l.counters(C0).invalidations_received, 1);
+        assert_eq!(l.transitions(C0).get(Mesi::M, Mesi::I), 1);
+        let t = l.transitions(IO);
+        assert_eq!((t.get(Mesi::I, Mesi::M), t.get(Mesi::M, Mesi::I)), (1, 1));
+        // Cost: iommu_rmw_ns + iommu_snoop_modified_ns, independent of the core clock.
+        let mut again = PidLine::new(0);
+        again.perform(C0, LineOp::Xchg { word: 0, value: 0 });
+        assert_eq!(
+            again.cost(IO, &post(0x21), &LineCosts::default(), f()),
+            Duration::from_ps(205_600)
+        );
+    }
+
+    #[test]
+    fn second_post_merges_and_does_not_notify() {
+        let mut l = PidLine::with_desc(PiDesc::new(Vector(0xeb), 0), 0);
+        assert!(run(&mut l, IO, post(0x30))
+            .post()
+            .unwrap()
+            .notification
+            .is_some());
+        let p = run(&mut l, IO, post(0x30)).post().unwrap();
+        assert!(p.already_pending && p.on_before && p.notification.is_none());
+        // Core clears ON with a test-and-clear and reads the old bit.
+        let r = run(&mut l, C0, LineOp::LockedTestAndClear { bit: ON_BIT });
+        assert_eq!(r.bit(), Some(true));
+        assert_eq!(r.kind, AccessKind::LlcHit);
+        assert!(!l.desc().on());
+        let r = run(&mut l, C0, LineOp::LockedTestAndSet { bit: SN_BIT });
+        assert_eq!((r.bit(), r.kind), (Some(false), AccessKind::L1Hit));
+        // With SN set a non-urgent post stays silent; an urgent one notifies.
+        assert!(run(&mut l, IO, post(0x31))
+            .post()
+            .unwrap()
+            .notification
+            .is_none());
+        l.perform(C0, LineOp::LockedBitClear { bit: ON_BIT });
+        let p = run(
+            &mut l,
+            IO,
+            LineOp::IommuPost {
+                vector: Vector(0x32),
+                urg: true,
+            },
+        );
+        assert!(p.post().unwrap().notification.is_some());
+    }
+
+    #[test]
+    fn affinity_change_two_cores_on_one_descriptor() {
+        let mut l = PidLine::with_desc(PiDesc::new(Vector(0xeb), 0), 0);
+        run(&mut l, IO, post(0x50));
+        // Old CPU harvests, new CPU then reads the same line and clears ON.
+        run(&mut l, C0, LineOp::Load { word: 1 });
+        run(&mut l, C0, LineOp::Xchg { word: 1, value: 0 });
+        let r = run(&mut l, C2, LineOp::Load { word: 1 });
+        assert_eq!(r.kind, AccessKind::RemoteModifiedOtherSocket);
+        assert_eq!(r.word(), Some(0));
+        let r = run(&mut l, C2, LineOp::LockedBitClear { bit: ON_BIT });
+        assert_eq!(r.kind, AccessKind::UpgradeOtherSocket);
+        assert_eq!(l.state(C0), Mesi::I);
+        assert_eq!(l.all_counters().len(), 3);
+        assert_eq!(l.all_transitions().len(), 3);
+    }
+
+    #[test]
+    fn invalid_ops_are_rejected() {
+        assert_eq!(
+            LineOp::Load { word: 8 }.validate(C0),
+            Err(PidError::WordOutOfRange { word: 8 })
+        );
+        assert_eq!(
+            LineOp::LockedBitSet { bit: 512 }.validate(C0),
+            Err(PidError::BitOutOfRange { bit: 512 })
+        );
+        assert!(post(0x20).validate(C0).is_err());
+        assert!(LineOp::Load { word: 0 }.validate(IO).is_err());
+        assert!(post(0x20).validate(IO).is_ok());
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn perform_panics_on_a_bad_word() {
+        PidLine::new(0).perform(C0, LineOp::Xchg { word: 9, value: 0 });
+    }
+
+    #[test]
+    fn invariant_checker_catches_broken_states() {
+        let mut l = PidLine::new(0);
+        l.holders = vec![(C0, Mesi::M), (C1, Mesi::S)];
+        assert!(l.check_invariants().is_err());
+        l.holders = vec![(C0, Mesi::E), (C1, Mesi::E)];
+        assert!(l.check_invariants().is_err());
+        l.holders = vec![(IO, Mesi::S)];
+        assert!(l.check_invariants().is_err());
+        l.holders = vec![(C0, Mesi::S), (C0, Mesi::S)];
+        assert!(l.check_invariants().is_err());
+        l.holders = vec![(C0, Mesi::S), (C1, Mesi::S)];
+        assert!(l.check_invariants().is_ok());
+        l.counters = vec![
+            (C0, AgentCounters::default()),
+            (Agent::core(0, 1), AgentCounters::default()),
+        ];
+        assert!(l.check_invariants().is_err());
+    }
+}

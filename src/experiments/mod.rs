@@ -1,0 +1,102 @@
+//! Built-in experiments: each reproduces one published question with the model and
+//! returns rows that the CLI prints as a table or as JSON.
+//!
+//! Every experiment takes a seed; rows come from the model, never from hardware.
+
+pub mod posted_vs_remapped;
+
+use serde::Serialize;
+
+use crate::report::table::Table;
+use crate::report::MODEL_NOTE;
+
+/// One experiment's output.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExperimentOutput {
+    pub experiment: String,
+    pub seed: u64,
+    pub rows: Vec<serde_json::Value>,
+    /// Human-readable remarks (e.g. that a variant is broken on purpose).
+    pub notes: Vec<String>,
+    pub note: &'static str,
+}
+
+impl ExperimentOutput {
+    pub fn new<R: Serialize>(experiment: &str, seed: u64, rows: &[R]) -> Self {
+        ExperimentOutput {
+            experiment: experiment.into(),
+            seed,
+            rows: rows
+                .iter()
+                .map(|r| serde_json::to_value(r).expect("rows serialize"))
+                .collect(),
+            notes: Vec::new(),
+            note: MODEL_NOTE,
+        }
+    }
+
+    /// `{"experiment": NAME, "rows": [...]}` plus the seed and notes.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("output serializes")
+    }
+
+    /// A table with one column per key of the first row, in the row's field order.
+    pub fn to_table(&self) -> String {
+        let Some(first) = self.rows.first().and_then(|r| r.as_object()) else {
+            return format!("{}: no rows\n", self.experiment);
+        };
+        let keys: Vec<String> = first.keys().cloned().collect();
+        let mut t = Table::new(keys.clone());
+        for r in &self.rows {
+            t.row(keys.iter().map(|k| format_cell(&r[k])));
+        }
+        let mut s = format!("experiment {}  (seed {})\n", self.experiment, self.seed);
+        s.push_str(&t.render());
+        for n in &self.notes {
+            s.push_str(&format!("note: {n}\n"));
+        }
+        s.push_str(&format!("({MODEL_NOTE})\n"));
+        s
+    }
+}
+
+fn format_cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => {
+                if f.abs() >= 100.0 {
+                    format!("{f:.0}")
+                } else if f.abs() >= 1.0 {
+                    format!("{f:.2}")
+                } else {
+                    format!("{f:.3}")
+                }
+            }
+            _ => n.to_string(),
+        },
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A runnable experiment.
+pub struct ExperimentInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub run: fn(seed: u64) -> ExperimentOutput,
+}
+
+/// Every built-in experiment.
+pub const ALL: &[ExperimentInfo] = &[ExperimentInfo {
+    name: "posted-vs-remapped",
+    summary: "one CPU, four DSA queues: handled rate, interrupts per MSI and latency vs offered rate, posted vs remapped",
+    run: posted_vs_remapped::run,
+}];
+
+/// Looks an experiment up by name.
+pub fn find(name: &str) -> Option<&'static ExperimentInfo> {
+    ALL.iter().find(|e| e.name == name)
+}
+
+/// The default seed of experiments.
+pub const DEFAULT_SEED: u64 = 1;

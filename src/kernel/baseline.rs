@@ -1,0 +1,16 @@
+//! The non-posted path: every MSI is its own interrupt.
+//!
+//! x86 MSIs are handled by `handle_edge_irq`, whose `irq_ack` for a remapped vector is
+//! `apic_ack_irq`, i.e. the EOI is written *before* the device handler runs
+//! (kernel/irq/chip.c, arch/x86/kernel/apic/vector.c). A second MSI for the same
+//! vector arriving during the handler therefore sets IRR again and is taken as a new
+//! interrupt after this one returns, instead of merging.
+
+use super::ops::CpuPort;
+use sim_core::Vector;
+
+/// One edge-triggered MSI interrupt after IDT entry: ack (EOI), then the handler.
+pub async fn handle_edge_msi(cpu: &CpuPort, vector: Vector) {
+    cpu.eoi().await;
+    cpu.handle_vector(vector).await;
+}

@@ -1,0 +1,12 @@
+//! Linux interrupt-path algorithms, written once against [`ops::CpuPort`] and run by
+//! the timed engine (and, later, the explorer and native drivers).
+
+pub mod baseline;
+pub mod ops;
+pub mod posted_msi;
+
+pub use ops::{CpuOp, CpuPort, PirWord};
+pub use posted_msi::{
+    CopyThenXchg, HandlerFuture, LoopBound, PirHandler, DEFAULT_MAX_LOOPS,
+    POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES,
+};

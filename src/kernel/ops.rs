@@ -1,0 +1,76 @@
+//! The hardware operations a kernel interrupt path performs, as seen by the algorithm.
+//!
+//! [`CpuPort`] is the one interface every Linux algorithm in `kernel/` is written
+//! against. Each method is one operation; each access to the posted-interrupt
+//! descriptor is its own operation, so whoever drives the algorithm (timed engine,
+//! explorer, proptest schedule, real atomics) may let hardware act between any two.
+
+use crate::engine::{Call, Port};
+use sim_core::Vector;
+
+/// Index of the 64-bit PIR word (0..4) holding vectors 64i..64i+63.
+pub type PirWord = usize;
+
+/// One operation requested by a kernel algorithm running on a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CpuOp {
+    /// Plain 64-bit load of PIR word `word` of this CPU's descriptor.
+    LoadPir { word: PirWord },
+    /// Locked exchange of PIR word `word` with `value`; yields the old contents.
+    XchgPir { word: PirWord, value: u64 },
+    /// Locked clear of the descriptor's ON bit (`pi_clear_on`).
+    ClearOn,
+    /// Locked test-and-clear of ON (`pi_test_and_clear_on`, KVM's order); yields the
+    /// old bit as 0 or 1.
+    TestAndClearOn,
+    /// Runs the device handler registered for `vector` (Linux `call_irq_handler`).
+    HandleVector(Vector),
+    /// One write to the x2APIC EOI register.
+    Eoi,
+}
+
+/// The algorithm's handle on the CPU it runs on.
+#[derive(Clone)]
+pub struct CpuPort {
+    port: Port<CpuOp, u64>,
+}
+
+impl CpuPort {
+    pub(crate) fn new(port: Port<CpuOp, u64>) -> Self {
+        CpuPort { port }
+    }
+
+    fn op(&self, op: CpuOp) -> Call<CpuOp, u64> {
+        self.port.call(op)
+    }
+
+    /// `READ_ONCE(pir[word])`.
+    pub async fn load_pir(&self, word: PirWord) -> u64 {
+        self.op(CpuOp::LoadPir { word }).await
+    }
+
+    /// `arch_xchg(&pir[word], value)`.
+    pub async fn xchg_pir(&self, word: PirWord, value: u64) -> u64 {
+        self.op(CpuOp::XchgPir { word, value }).await
+    }
+
+    /// `pi_clear_on(pid)`.
+    pub async fn clear_on(&self) {
+        self.op(CpuOp::ClearOn).await;
+    }
+
+    /// `pi_test_and_clear_on(pid)`: whether ON was set.
+    pub async fn test_and_clear_on(&self) -> bool {
+        self.op(CpuOp::TestAndClearOn).await != 0
+    }
+
+    /// `call_irq_handler(vector, regs)`.
+    pub async fn handle_vector(&self, vector: Vector) {
+        self.op(CpuOp::HandleVector(vector)).await;
+    }
+
+    /// `apic_eoi()`.
+    pub async fn eoi(&self) {
+        self.op(CpuOp::Eoi).await;
+    }
+}

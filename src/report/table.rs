@@ -1,0 +1,149 @@
+//! Plain-text tables for the terminal.
+
+use std::fmt::Write;
+
+use super::{Report, MODEL_NOTE};
+
+/// A simple left-aligned text table with a header row.
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
+        Table {
+            headers: headers.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+    }
+
+    pub fn render(&self) -> String {
+        let cols = self.headers.len();
+        let mut width = vec![0usize; cols];
+        for r in std::iter::once(&self.headers).chain(&self.rows) {
+            for (i, c) in r.iter().enumerate().take(cols) {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, r: &Vec<String>| {
+            let cells: Vec<String> = (0..cols)
+                .map(|i| {
+                    let c = r.get(i).map(String::as_str).unwrap_or("");
+                    format!("{c:>w$}", w = width[i])
+                })
+                .collect();
+            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        };
+        line(&mut out, &self.headers);
+        let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+        let _ = writeln!(out, "{}", rule.join("  "));
+        for r in &self.rows {
+            line(&mut out, r);
+        }
+        out
+    }
+}
+
+/// The human summary of one run.
+pub fn render_report(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "scenario {:?}  seed {}  mode {}  variant {}{}",
+        r.scenario,
+        r.seed,
+        r.mode,
+        r.variant,
+        if r.variant_broken {
+            "  (BROKEN ON PURPOSE)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "simulated {:.1} us, {} events, wall {:.3} s",
+        r.sim_time_ns / 1e3,
+        r.events,
+        r.wall_time_s
+    );
+    let m = &r.msis;
+    let dropped: u64 = m.dropped.values().sum();
+    let _ = writeln!(
+        s,
+        "MSIs: generated {}  handled {}  pending {}  dropped {}  (merged {}){}",
+        m.generated,
+        m.handled,
+        m.pending,
+        dropped,
+        m.merged,
+        if m.balanced { "" } else { "  BALANCE BROKEN" }
+    );
+    for (reason, n) in &m.dropped {
+        let _ = writeln!(s, "  dropped {reason}: {n}");
+    }
+    let _ = writeln!(
+        s,
+        "notifications: sent {}  suppressed {}   interrupts taken {}",
+        r.notifications.sent, r.notifications.suppressed, r.interrupts_taken
+    );
+    let l = &r.latency_ns;
+    let _ = writeln!(
+        s,
+        "latency raise->handler (ns): p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}",
+        l.p50, l.p90, l.p99, l.p999, l.max
+    );
+    let _ = writeln!(
+        s,
+        "PID line: cpu misses {}  iommu updates {}",
+        r.pid_line.cpu_misses, r.pid_line.iommu_updates
+    );
+    let mut t = Table::new([
+        "cpu",
+        "apic",
+        "busy%",
+        "entry_ns",
+        "exit_ns",
+        "handlers_ns",
+        "pid_ns",
+        "eoi_ns",
+        "irqs",
+    ]);
+    for c in &r.cpu {
+        t.row([
+            c.cpu.to_string(),
+            c.apic_id.to_string(),
+            format!("{:.1}", c.busy_frac * 100.0),
+            format!("{:.0}", c.irq_entry_ns),
+            format!("{:.0}", c.irq_exit_ns),
+            format!("{:.0}", c.handlers_ns),
+            format!("{:.0}", c.pid_access_ns),
+            format!("{:.0}", c.eoi_ns),
+            c.interrupts_taken.to_string(),
+        ]);
+    }
+    s.push_str(&t.render());
+    let _ = writeln!(s, "({MODEL_NOTE})");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align_right() {
+        let mut t = Table::new(["a", "long"]);
+        t.row(["123", "x"]);
+        let out = t.render();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "  a  long");
+        assert_eq!(lines[2], "123     x");
+    }
+}

@@ -1,0 +1,135 @@
+//! Cost tables of the parts the root crate models itself: the CPU's interrupt path and
+//! the device-to-IOMMU write. Component crates own their own tables (PID line, IOMMU,
+//! interrupt fabric); [`Costs`] gathers them so a scenario can override any field.
+//!
+//! Every field is documented with its unit and its source. "Assumption" marks a value
+//! with no public measurement behind it, and says how it was chosen.
+
+use iommu_sim::vtd::{FabricCosts, RemapCosts};
+use pid_model::LineCosts;
+use serde::{Deserialize, Serialize};
+
+use super::scenario::ScenarioError;
+
+/// All cost tables of a system.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Costs {
+    pub cpu: CpuCosts,
+    pub device: DeviceCosts,
+    pub pid_line: LineCosts,
+    pub remap: RemapCosts,
+    pub fabric: FabricCosts,
+}
+
+impl Costs {
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        self.cpu.validate()?;
+        self.device.validate()?;
+        self.pid_line
+            .validate()
+            .map_err(|e| ScenarioError::invalid_from("costs.pid_line", e))?;
+        self.remap
+            .validate()
+            .map_err(|e| ScenarioError::invalid_from("costs.remap", e))?;
+        self.fabric
+            .validate()
+            .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
+        Ok(())
+    }
+}
+
+/// CPU-side costs of taking and handling an interrupt, in core cycles.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuCosts {
+    /// Core clock, MHz. Source: Intel Xeon Platinum 8480+ (Sapphire Rapids, the part
+    /// the posted-MSI work targeted) base frequency 2.0 GHz, Intel ARK.
+    pub freq_mhz: u32,
+    /// Interrupt entry: IDT vectoring, register save, `irq_enter`, up to the first
+    /// instruction of the handler body. Cycles. Assumption: DESIGN.md 3 puts entry
+    /// plus exit at hundreds of ns to a microsecond on servers; 600 cycles (300 ns at
+    /// 2 GHz) for entry sits in the lower part of that range. No public bare-metal
+    /// measurement was found.
+    pub irq_entry_cycles: f64,
+    /// Interrupt exit: `irq_exit` (softirq check with nothing pending), register
+    /// restore, IRET. Cycles. Assumption, same reasoning as entry; exit is cheaper
+    /// because it does no vectoring: 400 cycles.
+    pub irq_exit_cycles: f64,
+    /// One WRMSR to the x2APIC EOI register. Cycles. Assumption: DESIGN.md 3 says
+    /// "on the order of 100+ cycles on bare metal"; no public figure was found.
+    pub eoi_cycles: f64,
+    /// Generic IRQ layer around one device handler: vector-to-descriptor lookup,
+    /// `handle_edge_irq` flow, `handle_irq_event` accounting. Cycles. Assumption:
+    /// a few cache-hot function calls and a spinlock, 150 cycles.
+    pub irq_flow_cycles: f64,
+}
+
+impl Default for CpuCosts {
+    fn default() -> Self {
+        CpuCosts {
+            freq_mhz: 2000,
+            irq_entry_cycles: 600.0,
+            irq_exit_cycles: 400.0,
+            eoi_cycles: 150.0,
+            irq_flow_cycles: 150.0,
+        }
+    }
+}
+
+impl CpuCosts {
+    fn validate(&self) -> Result<(), ScenarioError> {
+        if self.freq_mhz == 0 {
+            return Err(ScenarioError::invalid(
+                "costs.cpu.freq_mhz",
+                self.freq_mhz,
+                "a clock above 0 MHz",
+            ));
+        }
+        for (name, v) in [
+            ("irq_entry_cycles", self.irq_entry_cycles),
+            ("irq_exit_cycles", self.irq_exit_cycles),
+            ("eoi_cycles", self.eoi_cycles),
+            ("irq_flow_cycles", self.irq_flow_cycles),
+        ] {
+            check_non_negative(&format!("costs.cpu.{name}"), v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Costs on the device side of the IOMMU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeviceCosts {
+    /// From a device posting its MSI write to the write reaching the IOMMU, ns. Source:
+    /// half of the ~700-740 ns uncached MMIO read round trip across PCIe Gen5 in
+    /// COST-SOURCES.md (an order of magnitude, host CPU not stated): 360 ns.
+    pub msi_write_ns: f64,
+}
+
+impl Default for DeviceCosts {
+    fn default() -> Self {
+        DeviceCosts {
+            msi_write_ns: 360.0,
+        }
+    }
+}
+
+impl DeviceCosts {
+    fn validate(&self) -> Result<(), ScenarioError> {
+        check_non_negative("costs.device.msi_write_ns", self.msi_write_ns)
+    }
+}
+
+pub(crate) fn check_non_negative(field: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ScenarioError::invalid(
+            field,
+            v,
+            "a finite number greater than or equal to zero",
+        ))
+    }
+}

@@ -1,0 +1,229 @@
+//! Where every MSI is, from being raised until it is handled or dropped.
+//!
+//! Each MSI is in exactly one place at a time. Merging (a second MSI to a vector whose
+//! bit is already set in PIR or IRR) keeps both MSIs: they travel together and are both
+//! handled by the next run of that vector's handler, each with its own latency.
+
+use std::collections::BTreeMap;
+
+use sim_core::{SimTime, Vector};
+
+/// MSIs waiting at one (CPU, vector).
+#[derive(Default, Debug)]
+struct Slot {
+    /// Bit set in the CPU's PIR (posted mode).
+    in_pir: Vec<SimTime>,
+    /// Taken out of PIR by a locked exchange, not yet dispatched.
+    harvested: Vec<SimTime>,
+    /// Bit set in the LAPIC's IRR (remapped mode).
+    in_irr: Vec<SimTime>,
+    /// Acknowledged into ISR, handler not started.
+    in_service: Vec<SimTime>,
+}
+
+const NO_SLOT: u16 = u16::MAX;
+
+/// Per-CPU table of slots, allocated only for vectors that are used.
+struct CpuSlots {
+    slot_of: [u16; 256],
+    slots: Vec<Slot>,
+}
+
+impl CpuSlots {
+    fn new() -> Self {
+        CpuSlots {
+            slot_of: [NO_SLOT; 256],
+            slots: Vec::new(),
+        }
+    }
+
+    fn get_mut(&mut self, v: Vector) -> &mut Slot {
+        let idx = self.slot_of[v.0 as usize];
+        if idx == NO_SLOT {
+            self.slot_of[v.0 as usize] = self.slots.len() as u16;
+            self.slots.push(Slot::default());
+            self.slots.last_mut().expect("just pushed")
+        } else {
+            &mut self.slots[idx as usize]
+        }
+    }
+}
+
+/// Counts of MSIs that are neither handled nor dropped, by where they are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PendingWhere {
+    pub device_to_iommu: u64,
+    pub iommu: u64,
+    pub fabric: u64,
+    pub pir: u64,
+    pub harvested: u64,
+    pub irr: u64,
+    pub in_service: u64,
+}
+
+impl PendingWhere {
+    pub fn total(&self) -> u64 {
+        self.device_to_iommu
+            + self.iommu
+            + self.fabric
+            + self.pir
+            + self.harvested
+            + self.irr
+            + self.in_service
+    }
+}
+
+/// The MSI balance of a run.
+pub struct Ledger {
+    cpus: Vec<CpuSlots>,
+    pub generated: u64,
+    pub handled: u64,
+    pub merged: u64,
+    pub dropped: BTreeMap<String, u64>,
+    /// Handler calls for a vector with no MSI behind them (a variant dispatching bits
+    /// it did not take out of PIR, or a spurious vector).
+    pub spurious_handler_calls: u64,
+    pub device_to_iommu: u64,
+    pub iommu: u64,
+    pub fabric: u64,
+}
+
+impl Ledger {
+    pub fn new(cpus: usize) -> Self {
+        Ledger {
+            cpus: (0..cpus).map(|_| CpuSlots::new()).collect(),
+            generated: 0,
+            handled: 0,
+            merged: 0,
+            dropped: BTreeMap::new(),
+            spurious_handler_calls: 0,
+            device_to_iommu: 0,
+            iommu: 0,
+            fabric: 0,
+        }
+    }
+
+    pub fn drop_msi(&mut self, reason: &str) {
+        *self.dropped.entry(reason.to_string()).or_insert(0) += 1;
+    }
+
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+
+    /// The IOMMU set PIR[v] of `cpu` for an MSI raised at `raised`.
+    pub fn posted(&mut self, cpu: usize, v: Vector, raised: SimTime, merged: bool) {
+        if merged {
+            self.merged += 1;
+        }
+        self.cpus[cpu].get_mut(v).in_pir.push(raised);
+    }
+
+    /// The LAPIC of `cpu` set IRR[v] for an MSI raised at `raised`.
+    pub fn accepted_in_irr(&mut self, cpu: usize, v: Vector, raised: SimTime, merged: bool) {
+        if merged {
+            self.merged += 1;
+        }
+        self.cpus[cpu].get_mut(v).in_irr.push(raised);
+    }
+
+    /// A locked exchange on PIR word `word` of `cpu` returned `bits`: every MSI behind
+    /// those bits has left PIR.
+    pub fn harvested_word(&mut self, cpu: usize, word: usize, bits: u64) {
+        let mut b = bits;
+        while b != 0 {
+            let v = Vector((word as u32 * 64 + b.trailing_zeros()) as u8);
+            b &= b - 1;
+            let slot = self.cpus[cpu].get_mut(v);
+            let moved = std::mem::take(&mut slot.in_pir);
+            slot.harvested.extend(moved);
+        }
+    }
+
+    /// The LAPIC moved vector `v` from IRR to ISR.
+    pub fn acknowledged(&mut self, cpu: usize, v: Vector) {
+        let slot = self.cpus[cpu].get_mut(v);
+        let moved = std::mem::take(&mut slot.in_irr);
+        slot.in_service.extend(moved);
+    }
+
+    /// Vector `v`'s handler starts at `now` on `cpu`; returns the raise times of the
+    /// MSIs it serves (empty for a spurious call).
+    pub fn handler_started(&mut self, cpu: usize, v: Vector, out: &mut Vec<SimTime>) {
+        out.clear();
+        let slot = self.cpus[cpu].get_mut(v);
+        out.append(&mut slot.harvested);
+        out.append(&mut slot.in_service);
+        if out.is_empty() {
+            self.spurious_handler_calls += 1;
+        }
+        self.handled += out.len() as u64;
+    }
+
+    pub fn pending(&self) -> PendingWhere {
+        let mut p = PendingWhere {
+            device_to_iommu: self.device_to_iommu,
+            iommu: self.iommu,
+            fabric: self.fabric,
+            ..PendingWhere::default()
+        };
+        for c in &self.cpus {
+            for s in &c.slots {
+                p.pir += s.in_pir.len() as u64;
+                p.harvested += s.harvested.len() as u64;
+                p.irr += s.in_irr.len() as u64;
+                p.in_service += s.in_service.len() as u64;
+            }
+        }
+        p
+    }
+
+    /// generated == handled + pending + dropped. A violation is a simulator bug.
+    pub fn check_balance(&self) {
+        let pending = self.pending().total();
+        assert_eq!(
+            self.generated,
+            self.handled + pending + self.dropped_total(),
+            "MSI balance broken: generated {} != handled {} + pending {} + dropped {}",
+            self.generated,
+            self.handled,
+            pending,
+            self.dropped_total()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_msis_are_each_handled_once() {
+        let mut l = Ledger::new(1);
+        l.generated = 2;
+        l.posted(0, Vector(0x21), SimTime(10), false);
+        l.posted(0, Vector(0x21), SimTime(20), true);
+        l.check_balance();
+        l.harvested_word(0, 0, 1 << 0x21);
+        let mut served = Vec::new();
+        l.handler_started(0, Vector(0x21), &mut served);
+        assert_eq!(served, vec![SimTime(10), SimTime(20)]);
+        assert_eq!((l.handled, l.merged), (2, 1));
+        l.check_balance();
+        l.handler_started(0, Vector(0x21), &mut served);
+        assert!(served.is_empty());
+        assert_eq!(l.spurious_handler_calls, 1);
+    }
+
+    #[test]
+    fn posts_after_harvest_wait_for_the_next_harvest() {
+        let mut l = Ledger::new(1);
+        l.posted(0, Vector(0x40), SimTime(1), false);
+        l.harvested_word(0, 1, 1 << 0);
+        l.posted(0, Vector(0x40), SimTime(2), false);
+        let mut served = Vec::new();
+        l.handler_started(0, Vector(0x40), &mut served);
+        assert_eq!(served, vec![SimTime(1)]);
+        assert_eq!(l.pending().pir, 1);
+    }
+}

@@ -1,0 +1,821 @@
+//! Builds a [`System`] from a [`Scenario`] and runs it: the engine's event loop and the
+//! routing of every component's outcomes into future events.
+//!
+//! The path of one MSI:
+//!
+//! ```text
+//!  device ──msi_write──▶ IOMMU FIFO ──remap (IEC hit/miss)──┬─ fault ──▶ dropped(reason)
+//!                                                           ├─ remapped ─▶ fabric ─▶ LAPIC IRR
+//!                                                           └─ posted ──▶ PID RMW ─┬─ ON 0→1: fabric ─▶ LAPIC IRR(0xeb)
+//!                                                                                  └─ else: waits in PIR
+//!  LAPIC ─▶ CPU (idle, IF=1): entry ─▶ kernel algorithm (one event per operation) ─▶ exit
+//! ```
+
+pub mod costs;
+pub mod cpu;
+pub mod ledger;
+pub mod scenario;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use apic_sim::{AcceptOutcome, LocalApic};
+use devices::DsaQueue;
+use hdrhistogram::Histogram;
+use iommu_sim::vtd::{
+    msi::encode_remappable, DeliveryMode as IrteDeliveryMode, FaultReason, InterruptMessageFabric,
+    InterruptRemapper, Irte, PostedIrte, RemapAction, RemapConfig, RemappedIrte, SourceCheck,
+};
+use pid_model::desc::ON_BIT;
+use pid_model::{Agent, LineOp, PiDesc, PidLine};
+use rand_chacha::ChaCha8Rng;
+use sim_core::{ApicId, Duration, Freq, MsiMessage, SimTime, Vector};
+
+use crate::engine::{Coroutine, EventQueue, Priority, RngStreams, Step};
+use crate::kernel::{baseline, CpuOp, CpuPort, PirHandler, POSTED_MSI_NOTIFICATION_VECTOR};
+use crate::report::{
+    CpuReport, IommuReport, LatencySummary, MsiBalance, Notifications, PidLineReport, Report,
+    MODEL_NOTE,
+};
+pub use costs::{Costs, CpuCosts, DeviceCosts};
+pub use cpu::{CpuState, CpuTime};
+use ledger::Ledger;
+pub use scenario::{DeliveryMode, DeviceConfig, DeviceKind, Scenario, ScenarioError};
+
+/// Largest latency the histogram resolves (one hour, in ns); larger values saturate.
+/// Fixed bounds keep the histogram's memory constant over a run.
+const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
+
+/// Everything that happens in a run is one of these.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// A device's next descriptor completes.
+    DeviceCompletion { device: u32 },
+    /// An MSI write reaches the IOMMU.
+    MsiAtIommu(InFlightMsi),
+    /// The IOMMU finished the current stage of the request at the head of its FIFO.
+    IommuStageDone,
+    /// An interrupt message reaches a local APIC. `raised` is set for device MSIs and
+    /// empty for posted-interrupt notifications.
+    ApicMessage {
+        cpu: u32,
+        vector: Vector,
+        level: bool,
+        raised: Option<SimTime>,
+    },
+    /// The CPU's current activity (entry, one operation, exit) completes.
+    CpuStep { cpu: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlightMsi {
+    raised: SimTime,
+    message: MsiMessage,
+    source_id: u16,
+}
+
+/// The stage of the request the IOMMU is working on.
+#[derive(Clone, Copy, Debug)]
+enum IommuStage {
+    Remap(RemapAction),
+    /// The atomic update of CPU `cpu`'s descriptor.
+    PostWrite {
+        cpu: u32,
+        vector: Vector,
+        urg: bool,
+    },
+}
+
+struct IommuUnit {
+    remapper: InterruptRemapper,
+    fifo: VecDeque<InFlightMsi>,
+    current: Option<(InFlightMsi, IommuStage)>,
+    fabric: InterruptMessageFabric,
+    agent: Agent,
+    updates: u64,
+}
+
+struct Device {
+    queue: DsaQueue,
+    rng: ChaCha8Rng,
+    handler_cycles: f64,
+}
+
+/// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
+///
+/// Build one with [`System::new`] (or [`System::with_handler`] to run your own
+/// notification handler), advance it with [`System::run_for`], [`System::run_until`]
+/// or [`System::step`], and read a [`Report`] at any point.
+pub struct System {
+    name: String,
+    seed: u64,
+    mode: DeliveryMode,
+    handler: Box<dyn PirHandler>,
+    costs: Costs,
+    freq: Freq,
+    queue: EventQueue<Event>,
+    cpus: Vec<cpu::Cpu>,
+    apic_to_cpu: BTreeMap<u32, u32>,
+    pda_to_cpu: BTreeMap<u64, u32>,
+    iommu: IommuUnit,
+    devices: Vec<Device>,
+    ledger: Ledger,
+    latency: Histogram<u64>,
+    notifications_sent: u64,
+    notifications_suppressed: u64,
+    notifications_undeliverable: u64,
+    served: Vec<SimTime>,
+    end_of_scenario: SimTime,
+    wall: std::time::Duration,
+}
+
+impl System {
+    /// Builds the system a validated-on-the-spot scenario describes, with the handler
+    /// variant it names.
+    pub fn new(scenario: &Scenario) -> Result<System, ScenarioError> {
+        scenario.validate()?;
+        let handler =
+            crate::kernel::posted_msi::variant_by_name(&scenario.variant, scenario.max_loops)
+                .expect("validated: the variant exists");
+        System::build(scenario, handler)
+    }
+
+    /// Like [`System::new`], but the posted-MSI notification runs `handler`, a variant
+    /// of your own written against [`crate::kernel::CpuPort`].
+    pub fn with_handler(
+        scenario: &Scenario,
+        handler: Box<dyn PirHandler>,
+    ) -> Result<System, ScenarioError> {
+        let mut s = scenario.clone();
+        // The scenario's own variant name is irrelevant here; keep validation happy.
+        s.variant = crate::kernel::posted_msi::VARIANT_NAMES[0].into();
+        s.validate()?;
+        System::build(&s, handler)
+    }
+
+    fn build(sc: &Scenario, handler: Box<dyn PirHandler>) -> Result<System, ScenarioError> {
+        let costs = sc.costs.clone();
+        let freq = Freq::from_mhz(costs.cpu.freq_mhz).expect("validated: freq_mhz > 0");
+        let streams = RngStreams::new(sc.seed);
+
+        let mut cpus = Vec::with_capacity(sc.cpus.count as usize);
+        let mut apic_to_cpu = BTreeMap::new();
+        let mut pda_to_cpu = BTreeMap::new();
+        for c in 0..sc.cpus.count {
+            let apic_id = sc.apic_id_of(c);
+            let desc = PiDesc::new(POSTED_MSI_NOTIFICATION_VECTOR, apic_id);
+            // Single-socket systems for now: every agent sits on socket 0.
+            let line = PidLine::with_desc(desc, 0);
+            cpus.push(cpu::Cpu::new(
+                LocalApic::new(ApicId(apic_id)),
+                line,
+                Agent::core(c, 0),
+            ));
+            apic_to_cpu.insert(apic_id, c);
+            pda_to_cpu.insert(sc.pid_address_of(c), c);
+        }
+
+        let remap_config = RemapConfig {
+            table_entries: sc.iommu.irte_entries,
+            iec_capacity: sc.iommu.iec_entries as usize,
+            compat_allowed: sc.iommu.compat_allowed,
+            costs: costs.remap.clone(),
+            ..RemapConfig::default()
+        };
+        let mut remapper = InterruptRemapper::new(remap_config)
+            .map_err(|e| ScenarioError::invalid_from("iommu", e))?;
+
+        let fabric = InterruptMessageFabric::new(&costs.fabric)
+            .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
+        let mut devices = Vec::with_capacity(sc.devices.len());
+        for (i, d) in sc.devices.iter().enumerate() {
+            let cpu = sc.target_cpu_of(i);
+            let vector = Vector(d.vector as u8);
+            let index = sc.irte_index_of(i);
+            let irte = match sc.mode {
+                DeliveryMode::Posted => Irte::posted(PostedIrte {
+                    vector,
+                    pda: sc.pid_address_of(cpu),
+                    urg: false,
+                    fpd: false,
+                    source: SourceCheck::exact(d.source_id),
+                })
+                .map_err(|e| {
+                    ScenarioError::invalid_from(&format!("cpus.pid_addresses[{cpu}]"), e)
+                })?,
+                DeliveryMode::Remapped => Irte::remapped(RemappedIrte {
+                    vector,
+                    dest: sc.apic_id_of(cpu),
+                    dest_mode_logical: false,
+                    redirection_hint: false,
+                    level_triggered: false,
+                    delivery_mode: IrteDeliveryMode::Fixed,
+                    fpd: false,
+                    source: SourceCheck::exact(d.source_id),
+                }),
+            };
+            remapper
+                .set_irte(index, irte)
+                .map_err(|e| ScenarioError::invalid_from(&format!("devices[{i}].irte_index"), e))?;
+            cpus[cpu as usize].register_handler(vector, i as u32);
+            let handle = d.msi_handle.unwrap_or(index) as u16;
+            let message = encode_remappable(handle, false, 0);
+            let name = if d.name.is_empty() {
+                format!("device{i}")
+            } else {
+                d.name.clone()
+            };
+            devices.push(Device {
+                queue: DsaQueue::new(message, d.source_id, d.arrival.clone()),
+                rng: streams.stream(&name),
+                handler_cycles: d.handler_cycles,
+            });
+        }
+
+        let mut queue = EventQueue::with_capacity(1024);
+        for (i, d) in devices.iter_mut().enumerate() {
+            let first = d.queue.start(SimTime::ZERO, &mut d.rng);
+            queue.schedule(
+                first,
+                Priority::DEVICE,
+                Event::DeviceCompletion { device: i as u32 },
+            );
+        }
+
+        Ok(System {
+            name: sc.name.clone(),
+            seed: sc.seed,
+            mode: sc.mode,
+            handler,
+            freq,
+            queue,
+            ledger: Ledger::new(cpus.len()),
+            cpus,
+            apic_to_cpu,
+            pda_to_cpu,
+            iommu: IommuUnit {
+                remapper,
+                fifo: VecDeque::new(),
+                current: None,
+                fabric,
+                agent: Agent::iommu(0),
+                updates: 0,
+            },
+            devices,
+            latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
+                .expect("static histogram bounds are valid"),
+            notifications_sent: 0,
+            notifications_suppressed: 0,
+            notifications_undeliverable: 0,
+            served: Vec::new(),
+            end_of_scenario: SimTime::ZERO + Duration::from_secs_f64(sc.duration_us * 1e-6),
+            costs,
+            wall: std::time::Duration::ZERO,
+        })
+    }
+
+    /// Runs a scenario for its `duration_us` and returns the report.
+    pub fn run_scenario(scenario: &Scenario) -> Result<Report, ScenarioError> {
+        let mut sys = System::new(scenario)?;
+        sys.run_to_end();
+        Ok(sys.report())
+    }
+
+    /// Runs until the scenario's `duration_us` has elapsed.
+    pub fn run_to_end(&mut self) {
+        let end = self.end_of_scenario;
+        if end > self.now() {
+            self.run_for(end.since(self.now()));
+        }
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> SimTime {
+        self.queue.now()
+    }
+
+    /// Events handled so far.
+    pub fn events(&self) -> u64 {
+        self.queue.events_popped()
+    }
+
+    /// Advances simulated time by `d`, handling every event due before the end.
+    pub fn run_for(&mut self, d: Duration) {
+        let started = Instant::now();
+        let end = self.now() + d;
+        while let Some((t, ev)) = self.queue.pop_until(end) {
+            self.handle(t, ev);
+        }
+        self.queue.advance_to(end);
+        self.wall += started.elapsed();
+    }
+
+    /// Handles events until `done(self)` holds (checked after each event) or no event
+    /// is due before `limit`. Returns whether the predicate held.
+    pub fn run_until(&mut self, limit: SimTime, mut done: impl FnMut(&System) -> bool) -> bool {
+        let started = Instant::now();
+        let mut hit = done(self);
+        while !hit {
+            match self.queue.pop_until(limit) {
+                Some((t, ev)) => {
+                    self.handle(t, ev);
+                    hit = done(self);
+                }
+                None => break,
+            }
+        }
+        self.wall += started.elapsed();
+        hit
+    }
+
+    /// Handles exactly one event; returns its time, or `None` if nothing is scheduled.
+    pub fn step(&mut self) -> Option<SimTime> {
+        let (t, ev) = self.queue.pop()?;
+        self.handle(t, ev);
+        Some(t)
+    }
+
+    /// MSIs handled so far.
+    pub fn msis_handled(&self) -> u64 {
+        self.ledger.handled
+    }
+
+    /// MSIs raised so far.
+    pub fn msis_generated(&self) -> u64 {
+        self.ledger.generated
+    }
+
+    fn handle(&mut self, now: SimTime, ev: Event) {
+        match ev {
+            Event::DeviceCompletion { device } => self.on_device_completion(now, device),
+            Event::MsiAtIommu(msi) => {
+                self.ledger.device_to_iommu -= 1;
+                self.ledger.iommu += 1;
+                self.iommu.fifo.push_back(msi);
+                self.iommu_start_next(now);
+            }
+            Event::IommuStageDone => self.on_iommu_stage_done(now),
+            Event::ApicMessage {
+                cpu,
+                vector,
+                level,
+                raised,
+            } => self.on_apic_message(now, cpu, vector, level, raised),
+            Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
+        }
+    }
+
+    fn on_device_completion(&mut self, now: SimTime, device: u32) {
+        let d = &mut self.devices[device as usize];
+        let (msi, next) = d.queue.complete(now, &mut d.rng);
+        self.queue
+            .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
+        self.ledger.generated += 1;
+        self.ledger.device_to_iommu += 1;
+        let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
+        self.queue.schedule(
+            arrive,
+            Priority::DEVICE,
+            Event::MsiAtIommu(InFlightMsi {
+                raised: msi.at,
+                message: msi.message,
+                source_id: msi.source_id,
+            }),
+        );
+    }
+
+    /// The IOMMU processes one request at a time, in arrival order.
+    fn iommu_start_next(&mut self, now: SimTime) {
+        if self.iommu.current.is_some() {
+            return;
+        }
+        let Some(msi) = self.iommu.fifo.pop_front() else {
+            return;
+        };
+        let out = self.iommu.remapper.remap(now, &msi.message, msi.source_id);
+        self.iommu.current = Some((msi, IommuStage::Remap(out.action)));
+        self.queue
+            .schedule(now + out.cost, Priority::IOMMU, Event::IommuStageDone);
+    }
+
+    fn on_iommu_stage_done(&mut self, now: SimTime) {
+        let (msi, stage) = self
+            .iommu
+            .current
+            .take()
+            .expect("IommuStageDone with no request in progress");
+        match stage {
+            IommuStage::Remap(RemapAction::Blocked { reason, .. }) => {
+                self.ledger.iommu -= 1;
+                self.ledger.drop_msi(reason.name());
+            }
+            IommuStage::Remap(RemapAction::Deliver {
+                dest,
+                vector,
+                level_triggered,
+                ..
+            }) => {
+                self.ledger.iommu -= 1;
+                match self.apic_to_cpu.get(&dest.0) {
+                    Some(&cpu) => {
+                        self.ledger.fabric += 1;
+                        let at = self.iommu.fabric.submit(now);
+                        self.queue.schedule(
+                            at,
+                            Priority::APIC,
+                            Event::ApicMessage {
+                                cpu,
+                                vector,
+                                level: level_triggered,
+                                raised: Some(msi.raised),
+                            },
+                        );
+                    }
+                    None => self.ledger.drop_msi("no_cpu_at_destination"),
+                }
+            }
+            IommuStage::Remap(RemapAction::Post {
+                pda, vector, urg, ..
+            }) => match self.pda_to_cpu.get(&pda) {
+                Some(&cpu) => {
+                    let op = LineOp::IommuPost { vector, urg };
+                    let cost = self.cpus[cpu as usize].pid.cost(
+                        self.iommu.agent,
+                        &op,
+                        &self.costs.pid_line,
+                        self.freq,
+                    );
+                    self.iommu.current = Some((msi, IommuStage::PostWrite { cpu, vector, urg }));
+                    self.queue
+                        .schedule(now + cost, Priority::IOMMU, Event::IommuStageDone);
+                    return;
+                }
+                None => {
+                    self.ledger.iommu -= 1;
+                    self.ledger.drop_msi("pda_not_a_cpu_descriptor");
+                }
+            },
+            IommuStage::PostWrite { cpu, vector, urg } => {
+                let agent = self.iommu.agent;
+                let result = self.cpus[cpu as usize]
+                    .pid
+                    .perform(agent, LineOp::IommuPost { vector, urg })
+                    .post()
+                    .expect("an IOMMU post yields a PostResult");
+                self.iommu.updates += 1;
+                self.ledger.iommu -= 1;
+                self.ledger
+                    .posted(cpu as usize, vector, msi.raised, result.already_pending);
+                match result.notification {
+                    Some(n) => {
+                        self.notifications_sent += 1;
+                        match self.apic_to_cpu.get(&n.ndst) {
+                            Some(&target) => {
+                                let at = self.iommu.fabric.submit(now);
+                                self.queue.schedule(
+                                    at,
+                                    Priority::APIC,
+                                    Event::ApicMessage {
+                                        cpu: target,
+                                        vector: n.nv,
+                                        level: false,
+                                        raised: None,
+                                    },
+                                );
+                            }
+                            None => self.notifications_undeliverable += 1,
+                        }
+                    }
+                    None => self.notifications_suppressed += 1,
+                }
+            }
+        }
+        self.iommu_start_next(now);
+    }
+
+    fn on_apic_message(
+        &mut self,
+        now: SimTime,
+        cpu: u32,
+        vector: Vector,
+        level: bool,
+        raised: Option<SimTime>,
+    ) {
+        let c = cpu as usize;
+        let outcome = self.cpus[c].apic.accept(vector, level);
+        if let Some(raised) = raised {
+            self.ledger.fabric -= 1;
+            match outcome {
+                AcceptOutcome::Accepted => self.ledger.accepted_in_irr(c, vector, raised, false),
+                AcceptOutcome::AlreadyPending => {
+                    self.ledger.accepted_in_irr(c, vector, raised, true)
+                }
+                AcceptOutcome::Rejected(reason) => self.ledger.drop_msi(match reason {
+                    apic_sim::RejectReason::IllegalVector => "apic_illegal_vector",
+                    apic_sim::RejectReason::SoftwareDisabled => "apic_software_disabled",
+                }),
+            }
+        }
+        self.try_take_interrupt(now, cpu);
+    }
+
+    /// An idle CPU (IF=1) takes the highest deliverable interrupt.
+    fn try_take_interrupt(&mut self, now: SimTime, cpu: u32) {
+        let c = &mut self.cpus[cpu as usize];
+        if c.state != CpuState::Idle || c.apic.deliverable().is_none() {
+            return;
+        }
+        let vector = c.apic.acknowledge().expect("deliverable() was Some");
+        c.interrupts_taken += 1;
+        c.state = CpuState::Entering(vector);
+        let cost = self.freq.cycles_f64(self.costs.cpu.irq_entry_cycles);
+        c.time.irq_entry += cost;
+        if !self.is_notification(vector) {
+            self.ledger.acknowledged(cpu as usize, vector);
+        }
+        self.queue
+            .schedule(now + cost, Priority::CPU, Event::CpuStep { cpu });
+    }
+
+    fn is_notification(&self, vector: Vector) -> bool {
+        self.mode == DeliveryMode::Posted && vector == POSTED_MSI_NOTIFICATION_VECTOR
+    }
+
+    fn on_cpu_step(&mut self, now: SimTime, cpu: u32) {
+        let c = cpu as usize;
+        match self.cpus[c].state {
+            CpuState::Idle => unreachable!("CpuStep for idle CPU {cpu}"),
+            CpuState::Entering(vector) => {
+                let co = if self.is_notification(vector) {
+                    Coroutine::from_boxed(|port| self.handler.run(CpuPort::new(port)))
+                } else {
+                    Coroutine::new(move |port| async move {
+                        baseline::handle_edge_msi(&CpuPort::new(port), vector).await
+                    })
+                };
+                self.cpus[c].coroutine = Some(co);
+                self.cpus[c].state = CpuState::Running(vector);
+                self.resume_algorithm(now, cpu, None);
+            }
+            CpuState::Running(_) => {
+                let op = self.cpus[c]
+                    .op_in_flight
+                    .take()
+                    .expect("running CPU stepped with no operation in flight");
+                let result = self.complete_op(cpu, op);
+                self.resume_algorithm(now, cpu, Some(result));
+            }
+            CpuState::Exiting => {
+                self.cpus[c].state = CpuState::Idle;
+                self.try_take_interrupt(now, cpu);
+            }
+        }
+    }
+
+    /// Applies the effect of an operation at its completion time and returns its result.
+    fn complete_op(&mut self, cpu: u32, op: CpuOp) -> u64 {
+        let c = &mut self.cpus[cpu as usize];
+        let agent = c.agent;
+        match op {
+            CpuOp::LoadPir { word } => c
+                .pid
+                .perform(agent, LineOp::Load { word })
+                .word()
+                .expect("a load yields a word"),
+            CpuOp::XchgPir { word, value } => {
+                let old = c
+                    .pid
+                    .perform(agent, LineOp::Xchg { word, value })
+                    .word()
+                    .expect("an exchange yields the old word");
+                self.ledger.harvested_word(cpu as usize, word, old);
+                old
+            }
+            CpuOp::ClearOn => {
+                let _ = c.pid.perform(agent, LineOp::LockedBitClear { bit: ON_BIT });
+                0
+            }
+            CpuOp::TestAndClearOn => {
+                c.pid
+                    .perform(agent, LineOp::LockedTestAndClear { bit: ON_BIT })
+                    .bit()
+                    .expect("test-and-clear yields the old bit") as u64
+            }
+            CpuOp::HandleVector(_) => 0,
+            CpuOp::Eoi => {
+                let _ = c.apic.eoi();
+                0
+            }
+        }
+    }
+
+    /// Resumes the CPU's algorithm and schedules its next operation, or the exit.
+    fn resume_algorithm(&mut self, now: SimTime, cpu: u32, result: Option<u64>) {
+        let c = cpu as usize;
+        let step = self.cpus[c]
+            .coroutine
+            .as_mut()
+            .expect("running CPU has an algorithm")
+            .resume(result);
+        let cost = match step {
+            Step::Done => {
+                self.cpus[c].coroutine = None;
+                self.cpus[c].state = CpuState::Exiting;
+                let cost = self.freq.cycles_f64(self.costs.cpu.irq_exit_cycles);
+                self.cpus[c].time.irq_exit += cost;
+                cost
+            }
+            Step::Request(op) => {
+                let cost = self.start_op(now, cpu, op);
+                self.cpus[c].op_in_flight = Some(op);
+                cost
+            }
+        };
+        self.queue
+            .schedule(now + cost, Priority::CPU, Event::CpuStep { cpu });
+    }
+
+    /// Charges an operation at issue and does what happens at its start.
+    fn start_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> Duration {
+        let c = cpu as usize;
+        let line_op = match op {
+            CpuOp::LoadPir { word } => Some(LineOp::Load { word }),
+            CpuOp::XchgPir { word, value } => Some(LineOp::Xchg { word, value }),
+            CpuOp::ClearOn => Some(LineOp::LockedBitClear { bit: ON_BIT }),
+            CpuOp::TestAndClearOn => Some(LineOp::LockedTestAndClear { bit: ON_BIT }),
+            CpuOp::HandleVector(_) | CpuOp::Eoi => None,
+        };
+        if let Some(line_op) = line_op {
+            let cpu_ref = &mut self.cpus[c];
+            let cost = cpu_ref
+                .pid
+                .cost(cpu_ref.agent, &line_op, &self.costs.pid_line, self.freq);
+            cpu_ref.time.pid_access += cost;
+            return cost;
+        }
+        match op {
+            CpuOp::HandleVector(vector) => {
+                self.ledger.handler_started(c, vector, &mut self.served);
+                for raised in &self.served {
+                    let ns = now.since(*raised).as_ps().div_ceil(1000);
+                    self.latency.saturating_record(ns);
+                }
+                let cpu_ref = &mut self.cpus[c];
+                cpu_ref.handler_calls += 1;
+                let body = cpu_ref
+                    .device_of(vector)
+                    .map(|d| self.devices[d as usize].handler_cycles)
+                    .unwrap_or(0.0);
+                let cost = self.freq.cycles_f64(self.costs.cpu.irq_flow_cycles + body);
+                cpu_ref.time.handlers += cost;
+                cost
+            }
+            CpuOp::Eoi => {
+                let cost = self.freq.cycles_f64(self.costs.cpu.eoi_cycles);
+                self.cpus[c].time.eoi += cost;
+                cost
+            }
+            _ => unreachable!("line operations returned above"),
+        }
+    }
+
+    /// The report of the run so far.
+    pub fn report(&self) -> Report {
+        let now = self.now();
+        let pending = self.ledger.pending();
+        let dropped_total = self.ledger.dropped_total();
+        let balanced =
+            self.ledger.generated == self.ledger.handled + pending.total() + dropped_total;
+        let elapsed_ns = now.as_ns_f64();
+
+        let mut pid = PidLineReport::default();
+        let mut cpu_reports = Vec::with_capacity(self.cpus.len());
+        for (i, c) in self.cpus.iter().enumerate() {
+            for (agent, counters) in c.pid.all_counters() {
+                if agent.is_iommu() {
+                    pid.iommu_modified_transfers += counters.modified_transfers;
+                } else {
+                    pid.cpu_misses += counters.l1_misses;
+                    pid.cpu_loads += counters.loads;
+                    pid.cpu_locked_ops += counters.stores_or_rmw;
+                    pid.cpu_rfos += counters.rfos;
+                    pid.cpu_invalidations_received += counters.invalidations_received;
+                    pid.cpu_modified_transfers += counters.modified_transfers;
+                }
+            }
+            for (agent, tr) in c.pid.all_transitions() {
+                if agent.is_iommu() {
+                    continue;
+                }
+                for from in pid_model::Mesi::ALL {
+                    for to in pid_model::Mesi::ALL {
+                        let n = tr.get(from, to);
+                        if n > 0 {
+                            *pid.cpu_transitions
+                                .entry(format!("{from:?}->{to:?}"))
+                                .or_insert(0) += n;
+                        }
+                    }
+                }
+            }
+            let busy = c.time.busy();
+            cpu_reports.push(CpuReport {
+                cpu: i as u32,
+                apic_id: c.apic.id().0,
+                busy_ns: busy.as_ns_f64(),
+                busy_frac: if elapsed_ns > 0.0 {
+                    busy.as_ns_f64() / elapsed_ns
+                } else {
+                    0.0
+                },
+                irq_entry_ns: c.time.irq_entry.as_ns_f64(),
+                irq_exit_ns: c.time.irq_exit.as_ns_f64(),
+                handlers_ns: c.time.handlers.as_ns_f64(),
+                pid_access_ns: c.time.pid_access.as_ns_f64(),
+                eoi_ns: c.time.eoi.as_ns_f64(),
+                interrupts_taken: c.interrupts_taken,
+                handler_calls: c.handler_calls,
+            });
+        }
+        pid.iommu_updates = self.iommu.updates;
+
+        let rc = self.iommu.remapper.counters();
+        let faults = self.iommu.remapper.fault_log().counts();
+        let iec = self.iommu.remapper.iec().counters();
+        let fabric = self.iommu.fabric.counters();
+        let iommu = IommuReport {
+            remapped: rc.remapped,
+            posted: rc.posted,
+            faults: FaultReason::ALL
+                .iter()
+                .map(|r| (r.name().to_string(), faults.occurred.get(*r)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            fault_records_kept: self.iommu.remapper.fault_log().records().len() as u64,
+            iec_hits: iec.hits,
+            iec_misses: iec.misses,
+            fabric_messages: fabric.submitted,
+            fabric_mean_wait_ns: if fabric.submitted > 0 {
+                fabric.total_wait_ps as f64 / 1e3 / fabric.submitted as f64
+            } else {
+                0.0
+            },
+            fabric_max_wait_ns: fabric.max_wait_ps as f64 / 1e3,
+        };
+
+        let h = &self.latency;
+        let q = |p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(p) as f64
+            }
+        };
+        let latency_ns = LatencySummary {
+            count: h.len(),
+            mean: if h.is_empty() { 0.0 } else { h.mean() },
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: if h.is_empty() { 0.0 } else { h.max() as f64 },
+        };
+
+        let interrupts_taken = self.cpus.iter().map(|c| c.interrupts_taken).sum();
+        Report {
+            scenario: self.name.clone(),
+            seed: self.seed,
+            mode: self.mode.as_str().into(),
+            variant: self.handler.name().into(),
+            variant_broken: self.handler.is_broken(),
+            sim_time_ns: elapsed_ns,
+            events: self.queue.events_popped(),
+            msis: MsiBalance {
+                generated: self.ledger.generated,
+                handled: self.ledger.handled,
+                pending: pending.total(),
+                pending_where: pending,
+                dropped: self.ledger.dropped.clone(),
+                merged: self.ledger.merged,
+                spurious_handler_calls: self.ledger.spurious_handler_calls,
+                balanced,
+            },
+            notifications: Notifications {
+                sent: self.notifications_sent,
+                suppressed: self.notifications_suppressed,
+            },
+            interrupts_taken,
+            cpu: cpu_reports,
+            pid_line: pid,
+            iommu,
+            latency_ns,
+            handled_per_s: if elapsed_ns > 0.0 {
+                self.ledger.handled as f64 / (elapsed_ns * 1e-9)
+            } else {
+                0.0
+            },
+            wall_time_s: self.wall.as_secs_f64(),
+            note: MODEL_NOTE,
+        }
+    }
+}

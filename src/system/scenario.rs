@@ -1,0 +1,468 @@
+//! Scenarios: what system to build and how long to run it, as TOML or Rust values.
+//!
+//! Parsing rejects unknown fields; [`Scenario::validate`] then checks every rule a
+//! value must satisfy and names the field, the value and what is allowed.
+
+use std::fmt::Display;
+use std::path::Path;
+
+use devices::ArrivalProcess;
+use serde::{Deserialize, Serialize};
+
+use super::costs::Costs;
+use crate::kernel::posted_msi::{variant_by_name, VARIANT_NAMES};
+
+/// How device MSIs reach CPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryMode {
+    /// Posted IRTEs into each CPU's posted-interrupt descriptor, demultiplexed by the
+    /// notification handler (Linux `intremap=posted_msi`).
+    Posted,
+    /// Remapped IRTEs: every MSI is an interrupt of its own vector.
+    Remapped,
+}
+
+impl DeliveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::Posted => "posted",
+            DeliveryMode::Remapped => "remapped",
+        }
+    }
+}
+
+/// A whole simulation setup.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Free-form name shown in reports.
+    #[serde(default)]
+    pub name: String,
+    /// Seed of every random stream in the run.
+    #[serde(default)]
+    pub seed: u64,
+    /// Simulated time to run, in microseconds.
+    pub duration_us: f64,
+    /// Posted or remapped delivery for every device.
+    pub mode: DeliveryMode,
+    /// The notification handler variant (posted mode), by name.
+    #[serde(default = "default_variant")]
+    pub variant: String,
+    /// Linux MAX_POSTED_MSI_COALESCING_LOOP; 0 means unbounded.
+    #[serde(default = "default_max_loops")]
+    pub max_loops: u32,
+    #[serde(default)]
+    pub cpus: CpuConfig,
+    #[serde(default)]
+    pub iommu: IommuConfig,
+    #[serde(default)]
+    pub costs: Costs,
+    /// MSI sources.
+    #[serde(default)]
+    pub devices: Vec<DeviceConfig>,
+}
+
+fn default_variant() -> String {
+    "copy-then-xchg".into()
+}
+fn default_max_loops() -> u32 {
+    crate::kernel::DEFAULT_MAX_LOOPS
+}
+
+/// The CPUs and their interrupt-side identities.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuConfig {
+    /// Number of logical CPUs.
+    pub count: u32,
+    /// x2APIC ID of each CPU; empty means CPU i has APIC ID i.
+    pub apic_ids: Vec<u32>,
+    /// Physical address of each CPU's posted-interrupt descriptor (64-byte aligned);
+    /// empty means `pid_base + 64 * i`.
+    pub pid_addresses: Vec<u64>,
+    /// Base of the per-CPU descriptor array when `pid_addresses` is empty.
+    pub pid_base: u64,
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        CpuConfig {
+            count: 1,
+            apic_ids: Vec::new(),
+            pid_addresses: Vec::new(),
+            pid_base: 0x1_0000_0000,
+        }
+    }
+}
+
+/// The VT-d remapping unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IommuConfig {
+    /// Interrupt remapping table entries: 2^(S+1) for IRTA_REG.S in 0..=15.
+    pub irte_entries: u32,
+    /// Interrupt entry cache capacity, entries.
+    pub iec_entries: u32,
+    /// Whether compatibility-format MSIs pass through (GSTS.CFIS) or fault.
+    pub compat_allowed: bool,
+}
+
+impl Default for IommuConfig {
+    fn default() -> Self {
+        IommuConfig {
+            irte_entries: 256,
+            iec_entries: 64,
+            compat_allowed: false,
+        }
+    }
+}
+
+/// Kinds of MSI source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    /// A DSA-like work queue raising one MSI per completed descriptor.
+    Dsa,
+}
+
+/// One MSI source and the interrupt the host set up for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    pub kind: DeviceKind,
+    #[serde(default)]
+    pub name: String,
+    /// The interrupt vector the host allocated, 32..=255 (and below 0xeb in posted
+    /// mode, where 0xeb and above are system vectors).
+    pub vector: u32,
+    /// Target CPU by index; give this or `apic_id`.
+    #[serde(default)]
+    pub cpu: Option<u32>,
+    /// Target CPU by x2APIC ID; give this or `cpu`.
+    #[serde(default)]
+    pub apic_id: Option<u32>,
+    /// The IRTE the host programmed for this device; default: the device's position.
+    #[serde(default)]
+    pub irte_index: Option<u32>,
+    /// The handle the device actually writes. Defaults to `irte_index`; set it to
+    /// model a misprogrammed device (a handle past the table or at an empty entry is
+    /// an interrupt-remapping fault at run time, not a scenario error).
+    #[serde(default)]
+    pub msi_handle: Option<u32>,
+    /// PCI requester id (bus << 8 | devfn).
+    #[serde(default)]
+    pub source_id: u16,
+    /// Cost of the device's own handler body, in CPU cycles. Assumption by default:
+    /// 300 cycles for a completion check and a wake-up of the waiter.
+    #[serde(default = "default_handler_cycles")]
+    pub handler_cycles: f64,
+    /// When completions happen.
+    pub arrival: ArrivalProcess,
+}
+
+fn default_handler_cycles() -> f64 {
+    300.0
+}
+
+/// Everything that can be wrong with a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("scenario {path} is not valid TOML for irqsim: {message}")]
+    Parse { path: String, message: String },
+    #[error("{field} = {value} is not allowed: expected {allowed}")]
+    Invalid {
+        field: String,
+        value: String,
+        allowed: String,
+    },
+}
+
+impl ScenarioError {
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Display,
+        allowed: impl Into<String>,
+    ) -> Self {
+        ScenarioError::Invalid {
+            field: field.into(),
+            value: value.to_string(),
+            allowed: allowed.into(),
+        }
+    }
+
+    /// Wraps a component crate's validation error, prefixing where the table sits.
+    pub fn invalid_from(prefix: &str, err: impl Display) -> Self {
+        ScenarioError::Invalid {
+            field: prefix.into(),
+            value: String::new(),
+            allowed: err.to_string(),
+        }
+    }
+
+    /// The offending field, for errors that have one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ScenarioError::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+impl Scenario {
+    /// Parses TOML text; `origin` names the source in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        toml::from_str(text).map_err(|e| ScenarioError::Parse {
+            path: origin.into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads, parses and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let s = Scenario::from_toml_str(&text, &path.display().to_string())?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a Scenario always serializes")
+    }
+
+    /// The APIC ID of CPU `cpu`.
+    pub fn apic_id_of(&self, cpu: u32) -> u32 {
+        self.cpus.apic_ids.get(cpu as usize).copied().unwrap_or(cpu)
+    }
+
+    /// The descriptor address of CPU `cpu`.
+    pub fn pid_address_of(&self, cpu: u32) -> u64 {
+        self.cpus
+            .pid_addresses
+            .get(cpu as usize)
+            .copied()
+            .unwrap_or(self.cpus.pid_base + 64 * cpu as u64)
+    }
+
+    /// The IRTE index programmed for device `i`.
+    pub fn irte_index_of(&self, i: usize) -> u32 {
+        self.devices[i].irte_index.unwrap_or(i as u32)
+    }
+
+    /// The CPU index device `i` targets. Only meaningful after validation.
+    pub fn target_cpu_of(&self, i: usize) -> u32 {
+        let d = &self.devices[i];
+        match (d.cpu, d.apic_id) {
+            (Some(c), _) => c,
+            (None, Some(a)) => (0..self.cpus.count)
+                .find(|c| self.apic_id_of(*c) == a)
+                .expect("validated: apic_id belongs to a CPU"),
+            (None, None) => 0,
+        }
+    }
+
+    /// Checks every rule; the first violation is returned.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if !(self.duration_us.is_finite() && self.duration_us > 0.0) {
+            return Err(ScenarioError::invalid(
+                "duration_us",
+                self.duration_us,
+                "a finite number of microseconds greater than zero",
+            ));
+        }
+        if variant_by_name(&self.variant, self.max_loops).is_none() {
+            return Err(ScenarioError::invalid(
+                "variant",
+                format!("{:?}", self.variant),
+                format!("one of {}", VARIANT_NAMES.join(", ")),
+            ));
+        }
+        self.validate_cpus()?;
+        self.validate_iommu()?;
+        self.costs.validate()?;
+        if self.devices.is_empty() {
+            return Err(ScenarioError::invalid(
+                "devices",
+                "[]",
+                "at least one device",
+            ));
+        }
+        for i in 0..self.devices.len() {
+            self.validate_device(i)?;
+        }
+        Ok(())
+    }
+
+    fn validate_cpus(&self) -> Result<(), ScenarioError> {
+        let c = &self.cpus;
+        if c.count == 0 {
+            return Err(ScenarioError::invalid("cpus.count", 0, "at least 1 CPU"));
+        }
+        if !c.apic_ids.is_empty() && c.apic_ids.len() != c.count as usize {
+            return Err(ScenarioError::invalid(
+                "cpus.apic_ids",
+                format!("{} entries", c.apic_ids.len()),
+                format!("empty, or one entry per CPU ({})", c.count),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, id) in c.apic_ids.iter().enumerate() {
+            if !seen.insert(*id) {
+                return Err(ScenarioError::invalid(
+                    format!("cpus.apic_ids[{i}]"),
+                    id,
+                    "an x2APIC ID no other CPU has",
+                ));
+            }
+            if *id == u32::MAX {
+                return Err(ScenarioError::invalid(
+                    format!("cpus.apic_ids[{i}]"),
+                    id,
+                    "an ID other than 0xffffffff, the x2APIC broadcast destination",
+                ));
+            }
+        }
+        if !c.pid_addresses.is_empty() && c.pid_addresses.len() != c.count as usize {
+            return Err(ScenarioError::invalid(
+                "cpus.pid_addresses",
+                format!("{} entries", c.pid_addresses.len()),
+                format!("empty, or one entry per CPU ({})", c.count),
+            ));
+        }
+        if c.pid_addresses.is_empty() && !pid_model::is_pid_aligned(c.pid_base) {
+            return Err(ScenarioError::invalid(
+                "cpus.pid_base",
+                format!("{:#x}", c.pid_base),
+                "a 64-byte aligned physical address (the descriptor is one cache line)",
+            ));
+        }
+        for (i, a) in c.pid_addresses.iter().enumerate() {
+            if !pid_model::is_pid_aligned(*a) {
+                return Err(ScenarioError::invalid(
+                    format!("cpus.pid_addresses[{i}]"),
+                    format!("{a:#x}"),
+                    "a 64-byte aligned physical address (the descriptor is one cache line)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_iommu(&self) -> Result<(), ScenarioError> {
+        let n = self.iommu.irte_entries;
+        if !(2..=65536).contains(&n) || !n.is_power_of_two() {
+            return Err(ScenarioError::invalid(
+                "iommu.irte_entries",
+                n,
+                "a power of two from 2 to 65536 (2^(S+1) for IRTA_REG.S in 0..=15)",
+            ));
+        }
+        if self.iommu.iec_entries == 0 {
+            return Err(ScenarioError::invalid(
+                "iommu.iec_entries",
+                0,
+                "at least 1 interrupt entry cache entry",
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_device(&self, i: usize) -> Result<(), ScenarioError> {
+        let d = &self.devices[i];
+        let f = |name: &str| format!("devices[{i}].{name}");
+        if d.vector < 32 || d.vector > 255 {
+            return Err(ScenarioError::invalid(
+                f("vector"),
+                d.vector,
+                "32..=255 (0-15 are illegal, 16-31 are reserved for exceptions)",
+            ));
+        }
+        if self.mode == DeliveryMode::Posted
+            && d.vector >= crate::kernel::POSTED_MSI_NOTIFICATION_VECTOR.0 as u32
+        {
+            return Err(ScenarioError::invalid(
+                f("vector"),
+                format!("{:#x}", d.vector),
+                "below 0xeb in posted mode (0xeb and above are system vectors, never dispatched from PIR)",
+            ));
+        }
+        match (d.cpu, d.apic_id) {
+            (Some(_), Some(_)) => {
+                return Err(ScenarioError::invalid(
+                    f("apic_id"),
+                    d.apic_id.unwrap_or_default(),
+                    "either `cpu` or `apic_id`, not both",
+                ))
+            }
+            (Some(c), None) if c >= self.cpus.count => {
+                return Err(ScenarioError::invalid(
+                    f("cpu"),
+                    c,
+                    format!("a CPU index below cpus.count ({})", self.cpus.count),
+                ))
+            }
+            (None, Some(a)) if !(0..self.cpus.count).any(|c| self.apic_id_of(c) == a) => {
+                return Err(ScenarioError::invalid(
+                    f("apic_id"),
+                    a,
+                    "the x2APIC ID of one of the scenario's CPUs",
+                ))
+            }
+            _ => {}
+        }
+        let irte = self.irte_index_of(i);
+        if irte >= self.iommu.irte_entries {
+            return Err(ScenarioError::invalid(
+                f("irte_index"),
+                irte,
+                format!(
+                    "an index below iommu.irte_entries ({})",
+                    self.iommu.irte_entries
+                ),
+            ));
+        }
+        if let Some((j, _)) = self
+            .devices
+            .iter()
+            .enumerate()
+            .take(i)
+            .find(|(j, _)| self.irte_index_of(*j) == irte)
+        {
+            return Err(ScenarioError::invalid(
+                f("irte_index"),
+                irte,
+                format!("an IRTE no other device uses (devices[{j}] has it)"),
+            ));
+        }
+        if let Some(h) = d.msi_handle {
+            if h > u16::MAX as u32 {
+                return Err(ScenarioError::invalid(
+                    f("msi_handle"),
+                    h,
+                    "a 16-bit interrupt handle (0..=65535)",
+                ));
+            }
+        }
+        super::costs::check_non_negative(&f("handler_cycles"), d.handler_cycles)?;
+        d.arrival.validate(&f("arrival")).map_err(|e| match e {
+            devices::DeviceError::InvalidParameter {
+                field,
+                value,
+                allowed,
+            } => ScenarioError::Invalid {
+                field,
+                value,
+                allowed,
+            },
+        })?;
+        Ok(())
+    }
+}
