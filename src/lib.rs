@@ -42,3 +42,8 @@ pub use devices;
 pub use iommu_sim;
 pub use pid_model;
 pub use sim_core;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -5,16 +5,24 @@
 //! 11.4.7.2 (software-disabled state), 11.9 (spurious interrupt).
 //!
 //! Modelled: IRR/ISR/TMR (one bit per vector), TPR, PPR, SVR software enable and
-//! suppress-EOI-broadcast, ESR (receive illegal vector), acknowledge (INTA) and EOI with
-//! the level-triggered EOI broadcast returned as a value.
+//! suppress-EOI-broadcast, ESR with its write-then-read latch and the error interrupt,
+//! acknowledge (INTA) and EOI with the level-triggered EOI broadcast returned as a
+//! value; reception by delivery mode (fixed, NMI, SMI, INIT, SIPI; 11.6.1), the INIT
+//! reset (11.4.7.3) and the wait-for-SIPI state; local (LVT) interrupt sources. The
+//! register (MSR) interface is in [`crate::msr`], the timer in [`crate::timer`].
 //!
 //! Not modelled: xAPIC (MMIO) mode and the mode transitions of IA32_APIC_BASE; the
 //! hardware-disabled state; ExtINT/8259 pass-through; the "interrupt slot" limit of old
 //! P6 parts (an IRR holds one pending interrupt per vector and a second one merges);
 //! the model-specific PPR[3:0] choice when TPR and ISRV have the same class (we take
-//! TPR[3:0], see [`LocalApic::ppr`]).
+//! TPR[3:0], see [`LocalApic::ppr`]); NMI/SMI blocking and the core's reaction to
+//! INIT/SIPI (returned as outcomes for the engine's CPU model).
 
-use sim_core::{ApicId, Vector, VectorSet};
+use crate::config::LapicConfig;
+use crate::icr::{DeliveryMode, IpiMessage, TriggerMode};
+use crate::timer::{ApicTimer, LVT_MASKED, LVT_VECTOR_MASK};
+use crate::ApicError;
+use sim_core::{ApicId, SimTime, Vector, VectorSet};
 
 /// SVR bit 8: APIC software enable (SDM 11.9, Figure 11-23).
 pub const SVR_APIC_ENABLE: u32 = 1 << 8;
@@ -54,6 +62,37 @@ pub enum RejectReason {
     SoftwareDisabled,
 }
 
+/// LVT bits 10:8: delivery mode (CMCI, thermal, PMI, LINT0, LINT1).
+pub const LVT_DELIVERY_MODE_SHIFT: u32 = 8;
+/// LVT bit 15: trigger mode (LINT0/LINT1 only; 1 = level).
+pub const LVT_TRIGGER_LEVEL: u32 = 1 << 15;
+
+/// The local interrupt sources with an LVT entry, other than the timer (which lives in
+/// [`ApicTimer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LvtSource {
+    Cmci,
+    Thermal,
+    Pmi,
+    Lint0,
+    Lint1,
+    Error,
+}
+
+impl LvtSource {
+    pub const ALL: [LvtSource; 6] = [
+        LvtSource::Cmci,
+        LvtSource::Thermal,
+        LvtSource::Pmi,
+        LvtSource::Lint0,
+        LvtSource::Lint1,
+        LvtSource::Error,
+    ];
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// What happened to a fixed interrupt message offered to [`LocalApic::accept`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use]
@@ -79,6 +118,38 @@ pub struct EoiOutcome {
     pub broadcast: Option<Vector>,
 }
 
+/// What a delivered message (IPI, IOAPIC or MSI message, local source) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use]
+pub enum DeliveryOutcome {
+    /// Fixed or lowest-priority (after arbitration): the IRR outcome.
+    Fixed(AcceptOutcome),
+    /// NMI: the vector is ignored; the engine raises NMI on the core.
+    Nmi,
+    /// SMI: the engine raises SMI on the core.
+    Smi,
+    /// INIT: the APIC has been reset to its INIT state (SVR 0xFF, so software-disabled;
+    /// LVTs masked; IRR/ISR/TMR, TPR, timer cleared; ID kept) and waits for SIPI.
+    Init,
+    /// SIPI accepted in wait-for-SIPI: the core starts at physical `vector << 12`.
+    StartUp { vector: Vector },
+    /// Accepted by the bus but with no effect, with the reason.
+    Ignored(IgnoreReason),
+}
+
+/// Why a delivered message had no effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IgnoreReason {
+    /// SIPI outside wait-for-SIPI is ignored (SDM 11.6.1, "Start-Up").
+    SipiNotWaiting,
+    /// ExtINT needs an 8259 to supply the vector: not modelled.
+    ExtIntNotModelled,
+    /// A local source whose LVT entry is masked.
+    Masked,
+    /// A local source with a reserved delivery mode.
+    ReservedDeliveryMode,
+}
+
 /// One local APIC in x2APIC mode.
 ///
 /// Methods, sorted as in quinn-proto:
@@ -87,26 +158,44 @@ pub struct EoiOutcome {
 ///   [`software_enabled`](Self::software_enabled);
 /// - inputs: [`accept`](Self::accept) (an interrupt message arrives),
 ///   [`set_tpr`](Self::set_tpr);
+///   [`receive`](Self::receive) / [`receive_ipi`](Self::receive_ipi) (any delivery
+///   mode), [`raise_local`](Self::raise_local) (an LVT source fires),
+///   [`rdmsr`](Self::rdmsr) / [`wrmsr`](Self::wrmsr) (the register interface, returning
+///   [`ApicEffects`](crate::ApicEffects));
 /// - CPU side: [`deliverable`](Self::deliverable) (what the APIC presents to the core),
-///   [`acknowledge`](Self::acknowledge) (INTA), [`eoi`](Self::eoi).
+///   [`acknowledge`](Self::acknowledge) (INTA), [`eoi`](Self::eoi);
+/// - timer: [`timer_next_fire`](Self::timer_next_fire), [`timer_fire`](Self::timer_fire).
+///
+/// After any input, the engine re-reads [`deliverable`](Self::deliverable): inputs
+/// may set IRR bits (self IPI, error interrupt, timer) or change PPR.
 #[derive(Clone, Debug)]
 pub struct LocalApic {
-    id: ApicId,
-    irr: VectorSet,
-    isr: VectorSet,
-    tmr: VectorSet,
-    tpr: u8,
-    svr: u32,
+    pub(crate) id: ApicId,
+    pub(crate) irr: VectorSet,
+    pub(crate) isr: VectorSet,
+    pub(crate) tmr: VectorSet,
+    pub(crate) tpr: u8,
+    pub(crate) svr: u32,
     /// Errors detected since the last ESR write (not yet visible to reads).
-    esr_pending: u32,
+    pub(crate) esr_pending: u32,
     /// The value ESR reads return: what `esr_pending` held at the last ESR write.
-    esr_latched: u32,
+    pub(crate) esr_latched: u32,
+    /// LVT entries other than the timer, indexed by [`LvtSource::index`].
+    pub(crate) lvt: [u32; 6],
+    /// Last value written to ICR (bit 12 cleared), for debugging reads.
+    pub(crate) icr: u64,
+    pub(crate) timer: ApicTimer,
+    /// Set by INIT, cleared by the SIPI that starts the core.
+    pub(crate) wait_for_sipi: bool,
 }
 
 impl LocalApic {
     /// A local APIC in x2APIC mode, software-enabled (SVR = 0x1FF: bit 8 set, spurious
-    /// vector 0xFF), TPR 0, IRR/ISR/TMR empty.
+    /// vector 0xFF), TPR 0, IRR/ISR/TMR empty, LVTs masked (their reset value), with
+    /// the default [`LapicConfig`]. The ID is not checked; see
+    /// [`with_config`](Self::with_config).
     pub fn new(id: ApicId) -> LocalApic {
+        let config = LapicConfig::default();
         LocalApic {
             id,
             irr: VectorSet::EMPTY,
@@ -116,7 +205,23 @@ impl LocalApic {
             svr: SVR_APIC_ENABLE | 0xff,
             esr_pending: 0,
             esr_latched: 0,
+            lvt: [LVT_MASKED; 6],
+            icr: 0,
+            timer: ApicTimer::new(config.timer_clock, config.tsc),
+            wait_for_sipi: false,
         }
+    }
+
+    /// Like [`new`](Self::new) with explicit clocks. Rejects the reserved ID
+    /// 0xFFFF_FFFF (it means broadcast, SDM 11.12.1) and invalid clocks.
+    pub fn with_config(id: ApicId, config: LapicConfig) -> Result<LocalApic, ApicError> {
+        if id.0 == crate::icr::BROADCAST_DEST {
+            return Err(ApicError::ReservedApicId { id: id.0 });
+        }
+        config.validate()?;
+        let mut apic = LocalApic::new(id);
+        apic.timer = ApicTimer::new(config.timer_clock, config.tsc);
+        Ok(apic)
     }
 
     // ---- getters ----
@@ -141,6 +246,22 @@ impl LocalApic {
     }
     pub fn svr(&self) -> u32 {
         self.svr
+    }
+    /// The x2APIC logical ID (LDR), derived from the ID in cluster mode.
+    pub fn ldr(&self) -> u32 {
+        crate::icr::logical_id(self.id)
+    }
+    /// The LVT entry of a local source.
+    pub fn lvt(&self, source: LvtSource) -> u32 {
+        self.lvt[source.index()]
+    }
+    /// The timer registers.
+    pub fn timer(&self) -> &ApicTimer {
+        &self.timer
+    }
+    /// Whether the APIC is in the wait-for-SIPI state after an INIT.
+    pub fn waiting_for_sipi(&self) -> bool {
+        self.wait_for_sipi
     }
     /// SVR bit 8.
     pub fn software_enabled(&self) -> bool {
@@ -191,6 +312,75 @@ impl LocalApic {
             return AcceptOutcome::Rejected(RejectReason::SoftwareDisabled);
         }
         self.set_irr(vector, level_triggered)
+    }
+
+    /// Delivers a message of any delivery mode (SDM 11.6.1): fixed and lowest-priority
+    /// go through [`accept`](Self::accept); NMI and SMI are passed to the core (they
+    /// are honoured even when software-disabled, 11.4.7.2); INIT resets the APIC and
+    /// enters wait-for-SIPI; SIPI is accepted only in wait-for-SIPI.
+    pub fn receive(
+        &mut self,
+        mode: DeliveryMode,
+        vector: Vector,
+        trigger: TriggerMode,
+    ) -> DeliveryOutcome {
+        match mode {
+            DeliveryMode::Fixed | DeliveryMode::LowestPriority => {
+                DeliveryOutcome::Fixed(self.accept(vector, trigger == TriggerMode::Level))
+            }
+            DeliveryMode::Nmi => DeliveryOutcome::Nmi,
+            DeliveryMode::Smi => DeliveryOutcome::Smi,
+            DeliveryMode::Init => {
+                self.init_reset();
+                DeliveryOutcome::Init
+            }
+            DeliveryMode::StartUp => {
+                if self.wait_for_sipi {
+                    self.wait_for_sipi = false;
+                    DeliveryOutcome::StartUp { vector }
+                } else {
+                    DeliveryOutcome::Ignored(IgnoreReason::SipiNotWaiting)
+                }
+            }
+            DeliveryMode::ExtInt => DeliveryOutcome::Ignored(IgnoreReason::ExtIntNotModelled),
+        }
+    }
+
+    /// Delivers an IPI that [`ApicTopology::resolve`](crate::ApicTopology::resolve)
+    /// routed here.
+    pub fn receive_ipi(&mut self, msg: &IpiMessage) -> DeliveryOutcome {
+        self.receive(msg.mode, msg.vector, msg.trigger)
+    }
+
+    /// A local interrupt source fires (a PMI, a thermal event, a LINT pin, a CMCI):
+    /// delivered per its LVT entry, or ignored when masked. LINT entries use their
+    /// trigger bit; the others are edge.
+    pub fn raise_local(&mut self, source: LvtSource) -> DeliveryOutcome {
+        let lvt = self.lvt[source.index()];
+        if lvt & LVT_MASKED != 0 {
+            return DeliveryOutcome::Ignored(IgnoreReason::Masked);
+        }
+        let vector = Vector((lvt & LVT_VECTOR_MASK) as u8);
+        let mode = match source {
+            LvtSource::Error => Some(DeliveryMode::Fixed),
+            _ => DeliveryMode::from_bits((lvt >> LVT_DELIVERY_MODE_SHIFT) as u8),
+        };
+        let level =
+            matches!(source, LvtSource::Lint0 | LvtSource::Lint1) && lvt & LVT_TRIGGER_LEVEL != 0;
+        match mode {
+            Some(DeliveryMode::StartUp | DeliveryMode::LowestPriority) | None => {
+                DeliveryOutcome::Ignored(IgnoreReason::ReservedDeliveryMode)
+            }
+            Some(m) => self.receive(
+                m,
+                vector,
+                if level {
+                    TriggerMode::Level
+                } else {
+                    TriggerMode::Edge
+                },
+            ),
+        }
     }
 
     /// Sets TPR (bits 7:0 of the TPR register). Raising it can make a pending vector
@@ -255,9 +445,55 @@ impl LocalApic {
         }
     }
 
-    /// Logs an error in the not-yet-visible ESR accumulator (SDM 11.5.3).
-    pub(crate) fn log_error(&mut self, bits: u32) {
+    /// Logs an error in the not-yet-visible ESR accumulator (SDM 11.5.3) and raises
+    /// the error interrupt through LVT Error if it is unmasked; returns its vector if
+    /// that set an IRR bit. An error LVT with an illegal vector logs "receive illegal
+    /// vector" and stops there.
+    pub(crate) fn log_error(&mut self, bits: u32) -> Option<Vector> {
         self.esr_pending |= bits;
+        let lvt = self.lvt[LvtSource::Error.index()];
+        if lvt & LVT_MASKED != 0 || !self.software_enabled() {
+            return None;
+        }
+        let v = Vector((lvt & LVT_VECTOR_MASK) as u8);
+        if v.0 < FIRST_LEGAL_VECTOR {
+            self.esr_pending |= ESR_RECEIVE_ILLEGAL_VECTOR;
+            return None;
+        }
+        let _ = self.set_irr(v, false);
+        Some(v)
+    }
+
+    /// The INIT reset (SDM 11.4.7.3, and 11.12.5.1 for x2APIC): as after power-up
+    /// except that the ID, the clocks and x2APIC mode are kept. Enters wait-for-SIPI.
+    pub(crate) fn init_reset(&mut self) {
+        let mut fresh = LocalApic::new(self.id);
+        fresh.timer = ApicTimer::new(self.timer.clock(), self.timer.tsc_clock());
+        fresh.svr = 0xff;
+        fresh.wait_for_sipi = true;
+        *self = fresh;
+    }
+
+    /// When the timer next raises its interrupt (see [`ApicTimer::next_fire`]); the
+    /// engine schedules a call to [`timer_fire`](Self::timer_fire) then.
+    pub fn timer_next_fire(&self) -> Option<SimTime> {
+        self.timer.next_fire()
+    }
+
+    /// The engine's timer event: if an expiry is due, the timer re-arms (periodic) or
+    /// disarms, and its vector is put into IRR (edge) and returned. `None` for a stale
+    /// event, a masked timer, or an illegal LVT vector (ESR bit 6 is then logged).
+    pub fn timer_fire(&mut self, now: SimTime) -> Option<Vector> {
+        let v = self.timer.fire(now)?;
+        match self.accept(v, false) {
+            AcceptOutcome::Accepted | AcceptOutcome::AlreadyPending => Some(v),
+            AcceptOutcome::Rejected(_) => None,
+        }
+    }
+
+    /// Current-count register at `now`.
+    pub fn timer_current_count(&self, now: SimTime) -> u32 {
+        self.timer.current_count(now)
     }
 
     /// ESR as a read returns it (the errors latched at the last ESR write).
@@ -281,6 +517,7 @@ impl LocalApic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sim_core::Freq;
 
     fn apic() -> LocalApic {
         LocalApic::new(ApicId(3))
@@ -462,5 +699,120 @@ mod tests {
             AcceptOutcome::Rejected(RejectReason::SoftwareDisabled)
         );
         assert_eq!(a.deliverable(), Some(Vector(0x50)), "held IRR bit stays");
+    }
+
+    #[test]
+    fn nmi_ignores_vector_and_works_while_disabled() {
+        let mut a = apic();
+        a.set_svr_raw(0xff);
+        assert_eq!(
+            a.receive(DeliveryMode::Nmi, Vector(0), TriggerMode::Edge),
+            DeliveryOutcome::Nmi
+        );
+        assert_eq!(
+            a.receive(DeliveryMode::Smi, Vector(0), TriggerMode::Edge),
+            DeliveryOutcome::Smi
+        );
+        assert!(a.irr().is_empty());
+        assert_eq!(a.esr_pending, 0, "vector 0 is not an error for NMI");
+    }
+
+    #[test]
+    fn init_resets_and_only_then_sipi_starts() {
+        let mut a = apic();
+        in_service(&mut a, 0x40);
+        let _ = a.accept(Vector(0x50), true);
+        a.set_tpr(0x20);
+        assert_eq!(
+            a.receive(DeliveryMode::StartUp, Vector(0x9a), TriggerMode::Edge),
+            DeliveryOutcome::Ignored(IgnoreReason::SipiNotWaiting)
+        );
+        assert_eq!(
+            a.receive(DeliveryMode::Init, Vector(0), TriggerMode::Edge),
+            DeliveryOutcome::Init
+        );
+        assert!(a.waiting_for_sipi());
+        assert!(a.irr().is_empty() && a.isr().is_empty() && a.tmr().is_empty());
+        assert_eq!((a.tpr(), a.svr(), a.id()), (0, 0xff, ApicId(3)));
+        assert!(!a.software_enabled());
+        assert!(LvtSource::ALL.iter().all(|&s| a.lvt(s) & LVT_MASKED != 0));
+        assert_eq!(
+            a.receive(DeliveryMode::StartUp, Vector(0x9a), TriggerMode::Edge),
+            DeliveryOutcome::StartUp {
+                vector: Vector(0x9a)
+            }
+        );
+        assert!(!a.waiting_for_sipi());
+        assert_eq!(
+            a.receive(DeliveryMode::StartUp, Vector(0x9a), TriggerMode::Edge),
+            DeliveryOutcome::Ignored(IgnoreReason::SipiNotWaiting)
+        );
+    }
+
+    #[test]
+    fn fixed_and_lowest_priority_messages_go_to_irr() {
+        let mut a = apic();
+        assert_eq!(
+            a.receive(
+                DeliveryMode::LowestPriority,
+                Vector(0x61),
+                TriggerMode::Level
+            ),
+            DeliveryOutcome::Fixed(AcceptOutcome::Accepted)
+        );
+        assert!(a.tmr().contains(Vector(0x61)));
+        let ipi = IpiMessage::fixed(ApicId(0), ApicId(3), Vector(0x62));
+        assert_eq!(
+            a.receive_ipi(&ipi),
+            DeliveryOutcome::Fixed(AcceptOutcome::Accepted)
+        );
+        assert_eq!(
+            a.receive(DeliveryMode::ExtInt, Vector(0x20), TriggerMode::Edge),
+            DeliveryOutcome::Ignored(IgnoreReason::ExtIntNotModelled)
+        );
+    }
+
+    #[test]
+    fn local_sources_follow_their_lvt() {
+        let mut a = apic();
+        assert_eq!(
+            a.raise_local(LvtSource::Pmi),
+            DeliveryOutcome::Ignored(IgnoreReason::Masked)
+        );
+        a.lvt[LvtSource::Pmi.index()] = 0xf0;
+        assert_eq!(
+            a.raise_local(LvtSource::Pmi),
+            DeliveryOutcome::Fixed(AcceptOutcome::Accepted)
+        );
+        a.lvt[LvtSource::Lint1.index()] = 4 << LVT_DELIVERY_MODE_SHIFT;
+        assert_eq!(a.raise_local(LvtSource::Lint1), DeliveryOutcome::Nmi);
+        a.lvt[LvtSource::Lint0.index()] = 0x70 | LVT_TRIGGER_LEVEL;
+        assert_eq!(
+            a.raise_local(LvtSource::Lint0),
+            DeliveryOutcome::Fixed(AcceptOutcome::Accepted)
+        );
+        assert!(a.tmr().contains(Vector(0x70)));
+        a.lvt[LvtSource::Thermal.index()] = 3 << LVT_DELIVERY_MODE_SHIFT;
+        assert_eq!(
+            a.raise_local(LvtSource::Thermal),
+            DeliveryOutcome::Ignored(IgnoreReason::ReservedDeliveryMode)
+        );
+    }
+
+    #[test]
+    fn with_config_rejects_reserved_id_and_zero_clock() {
+        assert_eq!(
+            LocalApic::with_config(ApicId(u32::MAX), LapicConfig::default()).unwrap_err(),
+            ApicError::ReservedApicId { id: u32::MAX }
+        );
+        let hz_for_mhz = LapicConfig {
+            tsc: Freq::from_mhz(2_000_000).unwrap(),
+            ..LapicConfig::default()
+        };
+        assert!(matches!(
+            LocalApic::with_config(ApicId(1), hz_for_mhz),
+            Err(ApicError::InvalidConfig { field: "tsc", .. })
+        ));
+        assert!(LocalApic::with_config(ApicId(1), LapicConfig::default()).is_ok());
     }
 }

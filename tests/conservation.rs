@@ -1,0 +1,89 @@
+//! Every MSI ends handled, pending (somewhere named), or dropped with a reason.
+
+mod common;
+
+use irqsim::{Scenario, System};
+use proptest::prelude::*;
+
+fn assert_balanced(r: &irqsim::Report) {
+    let dropped: u64 = r.msis.dropped.values().sum();
+    assert_eq!(
+        r.msis.generated,
+        r.msis.handled + r.msis.pending + dropped,
+        "seed {}: generated != handled + pending + dropped ({:?})",
+        r.seed,
+        r.msis
+    );
+    assert_eq!(r.msis.pending, {
+        let p = &r.msis.pending_where;
+        p.device_to_iommu + p.iommu + p.fabric + p.pir + p.harvested + p.irr + p.in_service
+    });
+    assert!(r.msis.balanced);
+    assert_eq!(
+        r.latency_ns.count, r.msis.handled,
+        "seed {}: one latency sample per handled MSI",
+        r.seed
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn balance_holds_over_seeds_rates_and_modes(
+        seed in any::<u64>(),
+        rate_mps in 0.05f64..30.0,
+        queues in 1u32..6,
+        posted in any::<bool>(),
+        max_loops in 0u32..6,
+    ) {
+        let mode = if posted { "posted" } else { "remapped" };
+        let mut sc = common::dsa_scenario(mode, rate_mps * 1e6, queues, 300.0, seed);
+        sc.max_loops = max_loops;
+        let r = System::run_scenario(&sc).unwrap();
+        prop_assert!(r.msis.generated > 0, "seed {seed}: nothing generated");
+        assert_balanced(&r);
+    }
+}
+
+#[test]
+fn faults_are_counted_as_drops_with_their_reason() {
+    let text = irqsim::scenarios::embedded("faulty-device").unwrap();
+    let sc = Scenario::from_toml_str(text, "faulty-device").unwrap();
+    let r = System::run_scenario(&sc).unwrap();
+    assert_balanced(&r);
+    let not_present = r.msis.dropped.get("irte_not_present").copied().unwrap_or(0);
+    assert!(
+        not_present > 0,
+        "misprogrammed device must fault: {:?}",
+        r.msis.dropped
+    );
+    assert_eq!(r.iommu.faults.get("irte_not_present"), Some(&not_present));
+    assert!(r.msis.handled > 0, "the good device still gets through");
+}
+
+#[test]
+fn a_handle_past_the_table_is_fault_0x21_not_an_error() {
+    let mut sc = common::dsa_scenario("remapped", 1e6, 1, 100.0, 3);
+    sc.devices[0].msi_handle = Some(4000); // table has 256 entries
+    let r = System::run_scenario(&sc).unwrap();
+    assert_balanced(&r);
+    assert_eq!(r.msis.handled, 0);
+    assert_eq!(
+        r.msis.dropped.get("index_beyond_table").copied(),
+        Some(r.msis.generated - r.msis.pending)
+    );
+}
+
+#[test]
+fn balance_holds_at_every_step_of_a_run() {
+    let sc = common::dsa_scenario("posted", 12e6, 4, 50.0, 9);
+    let mut sys = System::new(&sc).unwrap();
+    for _ in 0..20_000 {
+        if sys.step().is_none() {
+            break;
+        }
+        let r = sys.report();
+        assert!(r.msis.balanced, "balance broke at t={} ns", r.sim_time_ns);
+    }
+}

@@ -1,0 +1,261 @@
+//! Bad scenarios get a typed error that names the field, the value and what is
+//! allowed, never a panic. One test per rule.
+
+use irqsim::{Scenario, ScenarioError, System};
+
+const BASE: &str = r#"
+duration_us = 100
+mode = "posted"
+[cpus]
+count = 2
+apic_ids = [0, 2]
+[iommu]
+irte_entries = 64
+[[devices]]
+kind = "dsa"
+vector = 0x21
+cpu = 0
+arrival = { kind = "poisson", rate_per_s = 1e6 }
+"#;
+
+/// Applies `edit` to the base scenario text, then parses and validates it.
+fn check(edit: impl Fn(&str) -> String) -> Result<Scenario, ScenarioError> {
+    let text = edit(BASE);
+    let sc = Scenario::from_toml_str(&text, "case.toml")?;
+    sc.validate()?;
+    // Building must agree with validation.
+    System::new(&sc)?;
+    Ok(sc)
+}
+
+fn expect_invalid(edit: impl Fn(&str) -> String, field: &str, value: &str, allowed_hint: &str) {
+    match check(edit) {
+        Err(e @ ScenarioError::Invalid { .. }) => {
+            let msg = e.to_string();
+            assert_eq!(e.field(), Some(field), "wrong field in: {msg}");
+            assert!(msg.contains(value), "value {value:?} missing from: {msg}");
+            assert!(
+                msg.contains(allowed_hint),
+                "allowed hint {allowed_hint:?} missing from: {msg}"
+            );
+        }
+        other => panic!("expected Invalid for {field}, got {other:?}"),
+    }
+}
+
+#[test]
+fn base_scenario_is_valid() {
+    check(|s| s.to_string()).unwrap();
+}
+
+#[test]
+fn device_vector_below_32() {
+    expect_invalid(
+        |s| s.replace("vector = 0x21", "vector = 20"),
+        "devices[0].vector",
+        "20",
+        "32..=255",
+    );
+}
+
+#[test]
+fn device_vector_in_system_range_in_posted_mode() {
+    expect_invalid(
+        |s| s.replace("vector = 0x21", "vector = 0xec"),
+        "devices[0].vector",
+        "0xec",
+        "below 0xeb",
+    );
+}
+
+#[test]
+fn unknown_cpu() {
+    expect_invalid(
+        |s| s.replace("cpu = 0", "cpu = 5"),
+        "devices[0].cpu",
+        "5",
+        "below cpus.count (2)",
+    );
+}
+
+#[test]
+fn unknown_apic_id() {
+    expect_invalid(
+        |s| s.replace("cpu = 0", "apic_id = 1"),
+        "devices[0].apic_id",
+        "1",
+        "x2APIC ID of one of",
+    );
+}
+
+#[test]
+fn known_apic_id_is_accepted() {
+    check(|s| s.replace("cpu = 0", "apic_id = 2")).unwrap();
+}
+
+#[test]
+fn irte_index_past_the_table() {
+    expect_invalid(
+        |s| s.replace("cpu = 0", "cpu = 0\nirte_index = 64"),
+        "devices[0].irte_index",
+        "64",
+        "below iommu.irte_entries (64)",
+    );
+}
+
+#[test]
+fn two_devices_on_one_irte() {
+    expect_invalid(
+        |s| {
+            format!("{s}[[devices]]\nkind = \"dsa\"\nvector = 0x22\ncpu = 1\nirte_index = 0\narrival = {{ kind = \"fixed\", interval_ns = 100.0 }}\n")
+        },
+        "devices[1].irte_index",
+        "0",
+        "devices[0] has it",
+    );
+}
+
+#[test]
+fn irte_table_not_a_power_of_two() {
+    expect_invalid(
+        |s| s.replace("irte_entries = 64", "irte_entries = 100"),
+        "iommu.irte_entries",
+        "100",
+        "power of two",
+    );
+}
+
+#[test]
+fn zero_rate() {
+    expect_invalid(
+        |s| s.replace("rate_per_s = 1e6", "rate_per_s = 0.0"),
+        "devices[0].arrival.rate_per_s",
+        "0",
+        "greater than zero",
+    );
+}
+
+#[test]
+fn negative_interval() {
+    expect_invalid(
+        |s| {
+            s.replace(
+                "kind = \"poisson\", rate_per_s = 1e6",
+                "kind = \"fixed\", interval_ns = -5.0",
+            )
+        },
+        "devices[0].arrival.interval_ns",
+        "-5",
+        "greater than zero",
+    );
+}
+
+#[test]
+fn unknown_variant_name() {
+    expect_invalid(
+        |s| {
+            s.replace(
+                "mode = \"posted\"",
+                "mode = \"posted\"\nvariant = \"copy_then_xchg\"",
+            )
+        },
+        "variant",
+        "copy_then_xchg",
+        "copy-then-xchg",
+    );
+}
+
+#[test]
+fn misaligned_pid_address() {
+    expect_invalid(
+        |s| {
+            s.replace(
+                "apic_ids = [0, 2]",
+                "apic_ids = [0, 2]\npid_addresses = [0x1000, 0x1020]",
+            )
+        },
+        "cpus.pid_addresses[1]",
+        "0x1020",
+        "64-byte aligned",
+    );
+}
+
+#[test]
+fn misaligned_pid_base() {
+    expect_invalid(
+        |s| s.replace("apic_ids = [0, 2]", "pid_base = 0x1008"),
+        "cpus.pid_base",
+        "0x1008",
+        "64-byte aligned",
+    );
+}
+
+#[test]
+fn duplicate_apic_id() {
+    expect_invalid(
+        |s| s.replace("apic_ids = [0, 2]", "apic_ids = [2, 2]"),
+        "cpus.apic_ids[1]",
+        "2",
+        "no other CPU has",
+    );
+}
+
+#[test]
+fn zero_duration() {
+    expect_invalid(
+        |s| s.replace("duration_us = 100", "duration_us = 0"),
+        "duration_us",
+        "0",
+        "greater than zero",
+    );
+}
+
+#[test]
+fn negative_cost() {
+    expect_invalid(
+        |s| format!("{s}[costs.cpu]\neoi_cycles = -1.0\n"),
+        "costs.cpu.eoi_cycles",
+        "-1",
+        "greater than or equal to zero",
+    );
+}
+
+#[test]
+fn zero_cpus() {
+    expect_invalid(
+        |s| s.replace("count = 2\napic_ids = [0, 2]", "count = 0"),
+        "cpus.count",
+        "0",
+        "at least 1",
+    );
+}
+
+#[test]
+fn unknown_field_is_a_parse_error_naming_it() {
+    let err =
+        check(|s| s.replace("duration_us = 100", "duration_us = 100\nduraton_ms = 5")).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ScenarioError::Parse { .. }), "{msg}");
+    assert!(
+        msg.contains("duraton_ms") && msg.contains("case.toml"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_mode_is_a_parse_error_listing_modes() {
+    let msg = check(|s| s.replace("mode = \"posted\"", "mode = \"postd\""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("postd") && msg.contains("posted") && msg.contains("remapped"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_file_is_an_io_error_naming_it() {
+    let err = Scenario::load(std::path::Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert!(matches!(err, ScenarioError::Io { .. }));
+    assert!(err.to_string().contains("/nonexistent/x.toml"));
+}
