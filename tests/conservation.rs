@@ -36,10 +36,13 @@ proptest! {
         queues in 1u32..6,
         posted in any::<bool>(),
         max_loops in 0u32..6,
+        variant in 0usize..irqsim::kernel::VARIANT_NAMES.len(),
     ) {
         let mode = if posted { "posted" } else { "remapped" };
         let mut sc = common::dsa_scenario(mode, rate_mps * 1e6, queues, 300.0, seed);
         sc.max_loops = max_loops;
+        // Broken variants too: they may strand MSIs in PIR, never lose them silently.
+        sc.variant = irqsim::kernel::VARIANT_NAMES[variant].to_string();
         let r = System::run_scenario(&sc).unwrap();
         prop_assert!(r.msis.generated > 0, "seed {seed}: nothing generated");
         assert_balanced(&r);
@@ -86,4 +89,42 @@ fn balance_holds_at_every_step_of_a_run() {
         let r = sys.report();
         assert!(r.msis.balanced, "balance broke at t={} ns", r.sim_time_ns);
     }
+}
+
+#[test]
+fn broken_variants_are_flagged_in_the_report() {
+    for (name, broken) in [
+        ("no-final-recheck", true),
+        ("xchg-word0", true),
+        ("copy-then-xchg", false),
+    ] {
+        let mut sc = common::dsa_scenario("posted", 5e6, 4, 200.0, 4);
+        sc.variant = name.into();
+        let r = System::run_scenario(&sc).unwrap();
+        assert_eq!(r.variant, name);
+        assert_eq!(r.variant_broken, broken, "{name}");
+        assert_eq!(
+            irqsim::report::table::render_report(&r).contains("BROKEN ON PURPOSE"),
+            broken
+        );
+        assert_balanced(&r);
+    }
+}
+
+#[test]
+fn xchg_word0_strands_vectors_of_upper_pir_words() {
+    // Vectors 0x21 (word 0) and 0x61 (word 1): the bug never clears word 1.
+    let mut sc = common::dsa_scenario("posted", 1e6, 1, 200.0, 6);
+    let mut upper = sc.devices[0].clone();
+    upper.vector = 0x61;
+    upper.name = "upper".into();
+    sc.devices.push(upper);
+    sc.variant = "xchg-word0".into();
+    let r = System::run_scenario(&sc).unwrap();
+    assert_balanced(&r);
+    assert!(
+        r.msis.pending_where.pir > 0,
+        "stranded in PIR: {:?}",
+        r.msis.pending_where
+    );
 }

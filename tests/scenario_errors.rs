@@ -213,8 +213,8 @@ fn zero_duration() {
 #[test]
 fn negative_cost() {
     expect_invalid(
-        |s| format!("{s}[costs.cpu]\neoi_cycles = -1.0\n"),
-        "costs.cpu.eoi_cycles",
+        |s| format!("{s}[costs.cpu]\nirq_flow_cycles = -1.0\n"),
+        "costs.cpu.irq_flow_cycles",
         "-1",
         "greater than or equal to zero",
     );

@@ -150,16 +150,32 @@ impl PirHandler for CopyThenXchg {
     }
 }
 
-/// Names accepted wherever a variant is chosen by name.
-pub const VARIANT_NAMES: &[&str] = &["copy-then-xchg"];
+/// Names accepted wherever a variant is chosen by name. `no-final-recheck` and
+/// `xchg-word0` are broken on purpose.
+pub const VARIANT_NAMES: &[&str] = &[
+    "copy-then-xchg",
+    "rfc",
+    "interleaved",
+    "per-word-dispatch",
+    "no-final-recheck",
+    "xchg-word0",
+    "kvm-clear-on-first",
+];
 
 /// Builds a built-in variant by name, or `None` if the name is unknown.
 pub fn variant_by_name(name: &str, max_loops: u32) -> Option<Box<dyn PirHandler>> {
+    use super::variants::*;
     let loops = LoopBound::from_config(max_loops);
-    match name {
-        "copy-then-xchg" => Some(Box::new(CopyThenXchg { loops })),
-        _ => None,
-    }
+    Some(match name {
+        "copy-then-xchg" => Box::new(CopyThenXchg { loops }),
+        "rfc" => Box::new(Rfc { loops }),
+        "interleaved" => Box::new(Interleaved { loops }),
+        "per-word-dispatch" => Box::new(PerWordDispatch { loops }),
+        "no-final-recheck" => Box::new(NoFinalRecheck { loops }),
+        "xchg-word0" => Box::new(XchgWord0 { loops }),
+        "kvm-clear-on-first" => Box::new(KvmClearOnFirst),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -252,7 +268,9 @@ mod tests {
 
     #[test]
     fn unknown_variant_name_is_none() {
-        assert!(variant_by_name("copy-then-xchg", 3).is_some());
+        for name in VARIANT_NAMES {
+            assert_eq!(variant_by_name(name, 3).unwrap().name(), *name);
+        }
         assert!(variant_by_name("copy_then_xchg", 3).is_none());
         assert_eq!(LoopBound::from_config(0), LoopBound::Unbounded);
     }

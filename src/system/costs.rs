@@ -5,6 +5,7 @@
 //! Every field is documented with its unit and its source. "Assumption" marks a value
 //! with no public measurement behind it, and says how it was chosen.
 
+use apic_sim::LapicCosts;
 use iommu_sim::vtd::{FabricCosts, RemapCosts};
 use pid_model::LineCosts;
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,8 @@ use super::scenario::ScenarioError;
 #[serde(deny_unknown_fields, default)]
 pub struct Costs {
     pub cpu: CpuCosts,
+    /// x2APIC register access costs (EOI and ICR writes, IPI flight).
+    pub apic: LapicCosts,
     pub device: DeviceCosts,
     pub pid_line: LineCosts,
     pub remap: RemapCosts,
@@ -25,6 +28,7 @@ pub struct Costs {
 impl Costs {
     pub fn validate(&self) -> Result<(), ScenarioError> {
         self.cpu.validate()?;
+        check_non_negative("costs.apic.ipi_latency_ns", self.apic.ipi_latency_ns)?;
         self.device.validate()?;
         self.pid_line
             .validate()
@@ -56,9 +60,6 @@ pub struct CpuCosts {
     /// restore, IRET. Cycles. Assumption, same reasoning as entry; exit is cheaper
     /// because it does no vectoring: 400 cycles.
     pub irq_exit_cycles: f64,
-    /// One WRMSR to the x2APIC EOI register. Cycles. Assumption: DESIGN.md 3 says
-    /// "on the order of 100+ cycles on bare metal"; no public figure was found.
-    pub eoi_cycles: f64,
     /// Generic IRQ layer around one device handler: vector-to-descriptor lookup,
     /// `handle_edge_irq` flow, `handle_irq_event` accounting. Cycles. Assumption:
     /// a few cache-hot function calls and a spinlock, 150 cycles.
@@ -71,7 +72,6 @@ impl Default for CpuCosts {
             freq_mhz: 2000,
             irq_entry_cycles: 600.0,
             irq_exit_cycles: 400.0,
-            eoi_cycles: 150.0,
             irq_flow_cycles: 150.0,
         }
     }
@@ -89,7 +89,6 @@ impl CpuCosts {
         for (name, v) in [
             ("irq_entry_cycles", self.irq_entry_cycles),
             ("irq_exit_cycles", self.irq_exit_cycles),
-            ("eoi_cycles", self.eoi_cycles),
             ("irq_flow_cycles", self.irq_flow_cycles),
         ] {
             check_non_negative(&format!("costs.cpu.{name}"), v)?;

@@ -671,7 +671,7 @@ impl System {
                 cost
             }
             CpuOp::Eoi => {
-                let cost = self.freq.cycles_f64(self.costs.cpu.eoi_cycles);
+                let cost = self.freq.cycles(self.costs.apic.wrmsr_eoi_cycles as u64);
                 self.cpus[c].time.eoi += cost;
                 cost
             }

@@ -48,7 +48,7 @@ impl LapicConfig {
 /// Costs of local APIC operations, charged by the kernel model (the APIC itself only
 /// changes state). CPU-side costs are in core cycles, fabric latencies in time.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct LapicCosts {
     /// WRMSR to ICR (x2APIC), core cycles. Default 150. Assumption: no published
     /// bare-metal figure (COST-SOURCES.md lists it as missing); DESIGN.md section 3
@@ -63,7 +63,7 @@ pub struct LapicCosts {
     /// Default 1 us. Assumption: DESIGN.md section 3 gives 0.5-1.5 us; the published
     /// figure (4,338 cycles send-to-handler, in a VM, COST-SOURCES.md) includes the
     /// receiver's interrupt entry and VM exits, so it is an upper bound.
-    pub ipi_latency: Duration,
+    pub ipi_latency_ns: f64,
 }
 
 impl Default for LapicCosts {
@@ -72,7 +72,7 @@ impl Default for LapicCosts {
             wrmsr_icr_cycles: 150,
             wrmsr_eoi_cycles: 100,
             msr_access_cycles: 100,
-            ipi_latency: Duration::from_ns(1000),
+            ipi_latency_ns: 1000.0,
         }
     }
 }
@@ -85,6 +85,10 @@ impl LapicCosts {
             crate::msr::MSR_EOI => self.wrmsr_eoi_cycles,
             _ => self.msr_access_cycles,
         }
+    }
+    /// From the ICR write until the vector is in the target's IRR.
+    pub fn ipi_latency(&self) -> Duration {
+        Duration::from_ns_f64(self.ipi_latency_ns)
     }
     /// Time of one access to `msr` on a core running at `cpu`.
     pub fn msr_time(&self, msr: u32, cpu: Freq) -> Duration {

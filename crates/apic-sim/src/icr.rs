@@ -284,8 +284,8 @@ pub fn ipi_from_icr(icr: Icr, source: ApicId) -> Result<IpiMessage, IpiDropReaso
     })
 }
 
-/// x2APIC cluster-mode logical ID (SDM 11.12.10.2): cluster = ID[19:4] in bits 31:16,
-/// and bit ID[3:0] set in bits 15:0.
+/// x2APIC cluster-mode logical ID (SDM 11.12.10.2): cluster = `ID[19:4]` in bits 31:16,
+/// and bit `ID[3:0]` set in bits 15:0.
 pub fn logical_id(id: ApicId) -> u32 {
     (((id.0 >> 4) & 0xffff) << 16) | (1 << (id.0 & 0xf))
 }

@@ -14,8 +14,8 @@
 //! Not modelled: xAPIC (MMIO) mode and the mode transitions of IA32_APIC_BASE; the
 //! hardware-disabled state; ExtINT/8259 pass-through; the "interrupt slot" limit of old
 //! P6 parts (an IRR holds one pending interrupt per vector and a second one merges);
-//! the model-specific PPR[3:0] choice when TPR and ISRV have the same class (we take
-//! TPR[3:0], see [`LocalApic::ppr`]); NMI/SMI blocking and the core's reaction to
+//! the model-specific `PPR[3:0]` choice when TPR and ISRV have the same class (we take
+//! `TPR[3:0]`, see [`LocalApic::ppr`]); NMI/SMI blocking and the core's reaction to
 //! INIT/SIPI (returned as outcomes for the engine's CPU model).
 
 use crate::config::LapicConfig;
@@ -267,7 +267,7 @@ impl LocalApic {
     pub fn software_enabled(&self) -> bool {
         self.svr & SVR_APIC_ENABLE != 0
     }
-    /// The spurious-interrupt vector (SVR[7:0]): what the core receives when it
+    /// The spurious-interrupt vector (`SVR[7:0]`): what the core receives when it
     /// acknowledges and nothing is deliverable any more (SDM 11.9). The engine uses it
     /// when [`acknowledge`](Self::acknowledge) returns `None` after a signalled INTR.
     pub fn spurious_vector(&self) -> Vector {
@@ -277,8 +277,8 @@ impl LocalApic {
     /// Processor priority (SDM 11.8.3.1): `TPR` if `TPR[7:4] >= ISRV[7:4]`, else
     /// `ISRV[7:4] << 4`, ISRV being the highest in-service vector (0 if none).
     ///
-    /// When the classes are equal the SDM leaves PPR[3:0] model-specific (TPR[3:0] or
-    /// 0); we return TPR[3:0]. Only PPR[7:4] takes part in acceptance, so the choice
+    /// When the classes are equal the SDM leaves `PPR[3:0]` model-specific (`TPR[3:0]` or
+    /// 0); we return `TPR[3:0]`. Only `PPR[7:4]` takes part in acceptance, so the choice
     /// only shows in PPR reads.
     pub fn ppr(&self) -> u8 {
         let isrv = self.isr.highest().map_or(0, |v| v.0);
@@ -814,5 +814,93 @@ mod tests {
             Err(ApicError::InvalidConfig { field: "tsc", .. })
         ));
         assert!(LocalApic::with_config(ApicId(1), LapicConfig::default()).is_ok());
+    }
+
+    /// Reference model: a plain list of pending and in-service vectors, with the SDM
+    /// rules written the obvious way. The real APIC must agree after every step.
+    mod reference {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Accept(u8, bool),
+            Ack,
+            Eoi,
+            Tpr(u8),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (any::<u8>(), any::<bool>()).prop_map(|(v, l)| Op::Accept(v, l)),
+                2 => Just(Op::Ack),
+                2 => Just(Op::Eoi),
+                1 => any::<u8>().prop_map(Op::Tpr),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn apic_matches_reference(ops in proptest::collection::vec(op(), 1..200)) {
+                let mut a = LocalApic::new(ApicId(0));
+                let mut pending: Vec<u8> = Vec::new();
+                let mut in_service: Vec<u8> = Vec::new();
+                let mut level: Vec<u8> = Vec::new();
+                let mut tpr = 0u8;
+                let (mut offered, mut accepted, mut merged, mut rejected) = (0u32, 0u32, 0u32, 0u32);
+                for op in ops {
+                    match op {
+                        Op::Accept(v, l) => {
+                            offered += 1;
+                            let out = a.accept(Vector(v), l);
+                            let want = if v < 16 {
+                                AcceptOutcome::Rejected(RejectReason::IllegalVector)
+                            } else if pending.contains(&v) {
+                                AcceptOutcome::AlreadyPending
+                            } else {
+                                AcceptOutcome::Accepted
+                            };
+                            prop_assert_eq!(out, want);
+                            match out {
+                                AcceptOutcome::Accepted => { accepted += 1; pending.push(v); }
+                                AcceptOutcome::AlreadyPending => merged += 1,
+                                AcceptOutcome::Rejected(_) => rejected += 1,
+                            }
+                            if v >= 16 {
+                                level.retain(|&x| x != v);
+                                if l { level.push(v); }
+                            }
+                        }
+                        Op::Ack => {
+                            let isrv = in_service.iter().copied().max().unwrap_or(0);
+                            let ppr_class = (tpr >> 4).max(isrv >> 4);
+                            let want = pending.iter().copied().max().filter(|&v| v >> 4 > ppr_class);
+                            prop_assert_eq!(a.acknowledge(), want.map(Vector));
+                            if let Some(v) = want {
+                                pending.retain(|&x| x != v);
+                                in_service.push(v);
+                            }
+                        }
+                        Op::Eoi => {
+                            let top = in_service.iter().copied().max();
+                            let out = a.eoi();
+                            prop_assert_eq!(out.completed, top.map(Vector));
+                            let lvl = top.filter(|v| level.contains(v));
+                            prop_assert_eq!(out.broadcast, lvl.map(Vector));
+                            in_service.retain(|&x| Some(x) != top);
+                        }
+                        Op::Tpr(t) => { tpr = t; a.set_tpr(t); }
+                    }
+                    // Invariants after every step.
+                    prop_assert_eq!(a.irr().count() as usize, pending.len());
+                    prop_assert_eq!(a.isr().count() as usize, in_service.len());
+                    let isrv = in_service.iter().copied().max().unwrap_or(0);
+                    let want_ppr = if tpr >> 4 >= isrv >> 4 { tpr } else { isrv & 0xf0 };
+                    prop_assert_eq!(a.ppr(), want_ppr);
+                    // Conservation: every offer is accepted, merged or rejected.
+                    prop_assert_eq!(offered, accepted + merged + rejected);
+                }
+            }
+        }
     }
 }

@@ -150,10 +150,33 @@ impl fmt::Display for Duration {
 }
 
 /// A clock frequency in MHz. Integer MHz is precise enough for any published core
-/// clock and keeps cycle conversion exact and host-independent.
+/// clock and keeps cycle conversion exact and host-independent. Deserializing checks
+/// that the clock is above 0 MHz, so no `Freq` ever divides by zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "FreqMhz", into = "FreqMhz")]
 pub struct Freq {
     mhz: u32,
+}
+
+/// Serialized form of [`Freq`].
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FreqMhz {
+    mhz: u32,
+}
+
+impl TryFrom<FreqMhz> for Freq {
+    type Error = String;
+    fn try_from(f: FreqMhz) -> Result<Freq, String> {
+        Freq::from_mhz(f.mhz)
+            .ok_or_else(|| "mhz = 0 is not allowed: expected a clock above 0 MHz".into())
+    }
+}
+
+impl From<Freq> for FreqMhz {
+    fn from(f: Freq) -> FreqMhz {
+        FreqMhz { mhz: f.mhz }
+    }
 }
 
 impl Freq {
