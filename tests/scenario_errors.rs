@@ -226,7 +226,7 @@ fn zero_cpus() {
         |s| s.replace("count = 2\napic_ids = [0, 2]", "count = 0"),
         "cpus.count",
         "0",
-        "at least 1",
+        "1..=65536",
     );
 }
 
@@ -258,4 +258,54 @@ fn missing_file_is_an_io_error_naming_it() {
     let err = Scenario::load(std::path::Path::new("/nonexistent/x.toml")).unwrap_err();
     assert!(matches!(err, ScenarioError::Io { .. }));
     assert!(err.to_string().contains("/nonexistent/x.toml"));
+}
+
+#[test]
+fn duration_past_one_hour() {
+    expect_invalid(
+        |s| s.replace("duration_us = 100", "duration_us = 1e12"),
+        "duration_us",
+        "1000000000000",
+        "one hour",
+    );
+}
+
+#[test]
+fn absurdly_slow_arrivals() {
+    expect_invalid(
+        |s| s.replace("rate_per_s = 1e6", "rate_per_s = 1e-9"),
+        "devices[0].arrival.rate_per_s",
+        "0.000000001",
+        "at least 0.001 events per second",
+    );
+}
+
+#[test]
+fn absurd_cost_in_a_component_table() {
+    expect_invalid(
+        |s| format!("{s}[costs.pid_line]\nmemory_ns = 1e300\n"),
+        "costs.pid_line.memory_ns",
+        "1e300",
+        "at most 1e12",
+    );
+}
+
+#[test]
+fn absurd_handler_cost() {
+    expect_invalid(
+        |s| s.replace("cpu = 0", "cpu = 0\nhandler_cycles = 1e20"),
+        "devices[0].handler_cycles",
+        "100000000000000000000",
+        "at most 1e12",
+    );
+}
+
+#[test]
+fn too_many_cpus() {
+    expect_invalid(
+        |s| s.replace("count = 2\napic_ids = [0, 2]", "count = 4000000000"),
+        "cpus.count",
+        "4000000000",
+        "1..=65536",
+    );
 }

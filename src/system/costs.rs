@@ -27,6 +27,10 @@ pub struct Costs {
 
 impl Costs {
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        // One rule for every number in every table, whatever crate owns it: a cost
+        // beyond MAX_COST would push timestamps toward the end of u64 picoseconds.
+        let tree = serde_json::to_value(self).expect("cost tables serialize");
+        check_magnitudes("costs", &tree)?;
         self.cpu.validate()?;
         check_non_negative("costs.apic.ipi_latency_ns", self.apic.ipi_latency_ns)?;
         self.device.validate()?;
@@ -121,14 +125,38 @@ impl DeviceCosts {
     }
 }
 
+/// Largest value any cost field may hold (cycles or nanoseconds): 1e12, i.e. at least
+/// 1000 s per operation at any clock, far past anything physical.
+pub const MAX_COST: f64 = 1e12;
+
+fn check_magnitudes(path: &str, v: &serde_json::Value) -> Result<(), ScenarioError> {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, child) in map {
+                check_magnitudes(&format!("{path}.{k}"), child)?;
+            }
+            Ok(())
+        }
+        serde_json::Value::Number(n) => match n.as_f64() {
+            Some(x) if x.abs() > MAX_COST => Err(ScenarioError::invalid(
+                path,
+                format!("{x:e}"),
+                format!("a cost of at most {MAX_COST:e}"),
+            )),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn check_non_negative(field: &str, v: f64) -> Result<(), ScenarioError> {
-    if v.is_finite() && v >= 0.0 {
+    if v.is_finite() && (0.0..=MAX_COST).contains(&v) {
         Ok(())
     } else {
         Err(ScenarioError::invalid(
             field,
             v,
-            "a finite number greater than or equal to zero",
+            format!("a finite number greater than or equal to zero and at most {MAX_COST:e}"),
         ))
     }
 }

@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 use super::costs::Costs;
 use crate::kernel::posted_msi::{variant_by_name, VARIANT_NAMES};
 
+/// Longest run a scenario may ask for: one hour of simulated time keeps every
+/// timestamp far from the end of the u64 picosecond range.
+pub const MAX_DURATION_US: f64 = 3.6e9;
+/// Most CPUs a scenario may have.
+pub const MAX_CPUS: u32 = 65_536;
+/// Slowest arrival a device may have: one event per 1000 s on average. Slower
+/// processes could draw gaps past the end of simulated time.
+pub const MIN_RATE_PER_S: f64 = 1e-3;
+
 /// How device MSIs reach CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -271,11 +280,13 @@ impl Scenario {
 
     /// Checks every rule; the first violation is returned.
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        if !(self.duration_us.is_finite() && self.duration_us > 0.0) {
+        if !(self.duration_us.is_finite() && self.duration_us > 0.0)
+            || self.duration_us > MAX_DURATION_US
+        {
             return Err(ScenarioError::invalid(
                 "duration_us",
                 self.duration_us,
-                "a finite number of microseconds greater than zero",
+                format!("a number of microseconds greater than zero and at most {MAX_DURATION_US:e} (one hour)"),
             ));
         }
         if variant_by_name(&self.variant, self.max_loops).is_none() {
@@ -303,8 +314,12 @@ impl Scenario {
 
     fn validate_cpus(&self) -> Result<(), ScenarioError> {
         let c = &self.cpus;
-        if c.count == 0 {
-            return Err(ScenarioError::invalid("cpus.count", 0, "at least 1 CPU"));
+        if c.count == 0 || c.count > MAX_CPUS {
+            return Err(ScenarioError::invalid(
+                "cpus.count",
+                c.count,
+                format!("1..={MAX_CPUS} CPUs"),
+            ));
         }
         if !c.apic_ids.is_empty() && c.apic_ids.len() != c.count as usize {
             return Err(ScenarioError::invalid(
@@ -463,6 +478,17 @@ impl Scenario {
                 allowed,
             },
         })?;
+        if d.arrival.mean_rate_per_s() < MIN_RATE_PER_S {
+            let (name, value) = match d.arrival {
+                ArrivalProcess::Fixed { interval_ns } => ("interval_ns", interval_ns),
+                ArrivalProcess::Poisson { rate_per_s } => ("rate_per_s", rate_per_s),
+            };
+            return Err(ScenarioError::invalid(
+                f(&format!("arrival.{name}")),
+                value,
+                format!("a mean rate of at least {MIN_RATE_PER_S} events per second"),
+            ));
+        }
         Ok(())
     }
 }
