@@ -94,18 +94,7 @@ impl<Req, Resp> Coroutine<Req, Resp> {
     where
         F: Future<Output = ()> + 'static,
     {
-        let mailbox = Rc::new(Mailbox {
-            request: Cell::new(None),
-            response: Cell::new(None),
-        });
-        let port = Port {
-            mailbox: Rc::clone(&mailbox),
-        };
-        Coroutine {
-            future: Some(Box::pin(algorithm(port))),
-            mailbox,
-            steps: 0,
-        }
+        Coroutine::from_boxed(|port| Box::pin(algorithm(port)))
     }
 
     /// Same as [`Coroutine::new`] for an algorithm that is already boxed (trait objects).

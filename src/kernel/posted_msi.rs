@@ -112,6 +112,35 @@ pub async fn handle_pending_pir_copy_then_xchg(cpu: &CpuPort) -> bool {
     handled
 }
 
+/// The `while (++i < MAX_LOOPS)` loop: harvest rounds while a harvest finds something.
+pub async fn coalescing_loop<F, Fut>(cpu: &CpuPort, loops: LoopBound, harvest: &F)
+where
+    F: Fn(CpuPort) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let mut i = 1;
+    while loops.allows(i) {
+        if !harvest(cpu.clone()).await {
+            break;
+        }
+        i += 1;
+    }
+}
+
+/// Mainline's structure around any harvest function: the coalescing loop, clear ON
+/// last (to keep the coalescing window open as long as possible), harvest once more
+/// (a post that raced with the clear set PIR without notifying), EOI.
+pub async fn mainline_skeleton<F, Fut>(cpu: CpuPort, loops: LoopBound, harvest: F)
+where
+    F: Fn(CpuPort) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    coalescing_loop(&cpu, loops, &harvest).await;
+    cpu.clear_on().await;
+    harvest(cpu.clone()).await;
+    cpu.eoi().await;
+}
+
 /// `copy-then-xchg`: the handler as merged in Linux v6.10.
 #[derive(Clone, Copy, Debug)]
 pub struct CopyThenXchg {
@@ -132,21 +161,9 @@ impl PirHandler for CopyThenXchg {
     }
 
     fn run(&self, cpu: CpuPort) -> HandlerFuture {
-        let loops = self.loops;
-        Box::pin(async move {
-            let mut i = 1;
-            while loops.allows(i) {
-                if !handle_pending_pir_copy_then_xchg(&cpu).await {
-                    break;
-                }
-                i += 1;
-            }
-            // Cleared last to keep the coalescing window open as long as possible.
-            cpu.clear_on().await;
-            // A post that raced with the clear set PIR without notifying: take it now.
-            handle_pending_pir_copy_then_xchg(&cpu).await;
-            cpu.eoi().await;
-        })
+        Box::pin(mainline_skeleton(cpu, self.loops, |cpu| async move {
+            handle_pending_pir_copy_then_xchg(&cpu).await
+        }))
     }
 }
 

@@ -6,31 +6,11 @@
 //! where a variant keeps it. Nothing here has a cost: every difference in time comes
 //! from the operations each variant performs on the descriptor line.
 
-use std::future::Future;
-
 use super::ops::CpuPort;
 use super::posted_msi::{
-    dispatch_pending, handle_pending_pir_copy_then_xchg, HandlerFuture, LoopBound, PirHandler,
+    coalescing_loop, dispatch_pending, handle_pending_pir_copy_then_xchg, mainline_skeleton,
+    HandlerFuture, LoopBound, PirHandler,
 };
-
-/// Mainline's outer structure around any harvest function: up to `loops` rounds while
-/// the harvest finds something, clear ON last, harvest once more, EOI.
-async fn mainline_skeleton<F, Fut>(cpu: CpuPort, loops: LoopBound, harvest: F)
-where
-    F: Fn(CpuPort) -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let mut i = 1;
-    while loops.allows(i) {
-        if !harvest(cpu.clone()).await {
-            break;
-        }
-        i += 1;
-    }
-    cpu.clear_on().await;
-    harvest(cpu.clone()).await;
-    cpu.eoi().await;
-}
 
 /// Four plain loads; whether any PIR word is non-zero.
 async fn pir_pending(cpu: &CpuPort) -> bool {
@@ -171,14 +151,11 @@ impl PirHandler for NoFinalRecheck {
     fn run(&self, cpu: CpuPort) -> HandlerFuture {
         let loops = self.loops;
         Box::pin(async move {
-            let mut i = 1;
-            while loops.allows(i) {
-                if !handle_pending_pir_copy_then_xchg(&cpu).await {
-                    break;
-                }
-                i += 1;
-            }
+            let harvest =
+                |cpu: CpuPort| async move { handle_pending_pir_copy_then_xchg(&cpu).await };
+            coalescing_loop(&cpu, loops, &harvest).await;
             cpu.clear_on().await;
+            // The missing final harvest is the bug.
             cpu.eoi().await;
         })
     }
