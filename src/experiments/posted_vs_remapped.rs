@@ -60,7 +60,7 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
                 irte_index: None,
                 msi_handle: None,
                 source_id: 0x0100 + i as u16,
-                handler_cycles: 300.0,
+                handler_cycles: DeviceConfig::DEFAULT_HANDLER_CYCLES,
                 arrival: ArrivalProcess::Poisson {
                     rate_per_s: per_queue,
                 },

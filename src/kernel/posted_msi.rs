@@ -198,31 +198,14 @@ pub fn variant_by_name(name: &str, max_loops: u32) -> Option<Box<dyn PirHandler>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Coroutine, Step};
     use crate::kernel::ops::CpuOp;
+    use crate::kernel::uncontended::run_uncontended;
 
-    /// Drives a handler against a plain PIR with no concurrent hardware, returning the
-    /// operations it performed.
-    fn run_alone(handler: &dyn PirHandler, mut pir: [u64; 4]) -> Vec<CpuOp> {
-        let mut co = Coroutine::from_boxed(|port| handler.run(CpuPort::new(port)));
-        let mut ops = Vec::new();
-        let mut resp = None;
-        let mut on = true;
-        while let Step::Request(op) = co.resume(resp.take()) {
-            ops.push(op);
-            resp = Some(match op {
-                CpuOp::LoadPir { word } => pir[word],
-                CpuOp::XchgPir { word, value } => std::mem::replace(&mut pir[word], value),
-                CpuOp::ClearOn => {
-                    on = false;
-                    0
-                }
-                CpuOp::TestAndClearOn => std::mem::replace(&mut on, false) as u64,
-                CpuOp::HandleVector(_) | CpuOp::Eoi => 0,
-            });
-        }
-        assert!(!on, "handler must leave ON clear");
-        ops
+    /// The operations of one uncontended run; the handler must leave ON clear.
+    fn run_alone(handler: &dyn PirHandler, pir: [u64; 4]) -> Vec<CpuOp> {
+        let run = run_uncontended(handler, pir);
+        assert!(!run.on, "handler must leave ON clear");
+        run.ops
     }
 
     #[test]

@@ -226,41 +226,16 @@ impl PirHandler for KvmClearOnFirst {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Coroutine, Step};
     use crate::kernel::ops::CpuOp;
+    use crate::kernel::uncontended::run_uncontended;
     use sim_core::Vector;
 
-    /// Runs `h` against a PIR with no concurrent posts; returns (ops, handled vectors,
-    /// PIR afterwards).
-    fn run_alone(h: &dyn PirHandler, mut pir: [u64; 4]) -> (Vec<CpuOp>, Vec<u8>, [u64; 4]) {
-        let mut co = Coroutine::from_boxed(|port| h.run(CpuPort::new(port)));
-        let (mut ops, mut handled) = (Vec::new(), Vec::new());
-        let mut on = true;
-        let mut resp = None;
-        while let Step::Request(op) = co.resume(resp.take()) {
-            ops.push(op);
-            resp = Some(match op {
-                CpuOp::LoadPir { word } => pir[word],
-                CpuOp::XchgPir { word, value } => std::mem::replace(&mut pir[word], value),
-                CpuOp::ClearOn => {
-                    on = false;
-                    0
-                }
-                CpuOp::TestAndClearOn => std::mem::replace(&mut on, false) as u64,
-                CpuOp::HandleVector(v) => {
-                    handled.push(v.0);
-                    0
-                }
-                CpuOp::Eoi => 0,
-            });
-        }
-        assert_eq!(
-            ops.iter().filter(|o| **o == CpuOp::Eoi).count(),
-            1,
-            "{}: one EOI",
-            h.name()
-        );
-        (ops, handled, pir)
+    /// Runs `h` uncontended; returns (ops, handled vectors, PIR afterwards).
+    fn run_alone(h: &dyn PirHandler, pir: [u64; 4]) -> (Vec<CpuOp>, Vec<u8>, [u64; 4]) {
+        let run = run_uncontended(h, pir);
+        let eois = run.ops.iter().filter(|o| **o == CpuOp::Eoi).count();
+        assert_eq!(eois, 1, "{}: one EOI", h.name());
+        (run.ops, run.handled, run.pir)
     }
 
     fn pir_with(vectors: &[u8]) -> [u64; 4] {

@@ -146,11 +146,8 @@ impl System {
         scenario: &Scenario,
         handler: Box<dyn PirHandler>,
     ) -> Result<System, ScenarioError> {
-        let mut s = scenario.clone();
-        // The scenario's own variant name is irrelevant here; keep validation happy.
-        s.variant = crate::kernel::posted_msi::VARIANT_NAMES[0].into();
-        s.validate()?;
-        System::build(&s, handler)
+        scenario.validate_system()?;
+        System::build(scenario, handler)
     }
 
     fn build(sc: &Scenario, handler: Box<dyn PirHandler>) -> Result<System, ScenarioError> {
@@ -189,7 +186,7 @@ impl System {
             .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
         let mut devices = Vec::with_capacity(sc.devices.len());
         for (i, d) in sc.devices.iter().enumerate() {
-            let cpu = sc.target_cpu_of(i);
+            let cpu = sc.target_cpu_of(i, &apic_to_cpu);
             let vector = Vector(d.vector as u8);
             let index = sc.irte_index_of(i);
             let irte = match sc.mode {
@@ -683,9 +680,7 @@ impl System {
     pub fn report(&self) -> Report {
         let now = self.now();
         let pending = self.ledger.pending();
-        let dropped_total = self.ledger.dropped_total();
-        let balanced =
-            self.ledger.generated == self.ledger.handled + pending.total() + dropped_total;
+        let balanced = self.ledger.is_balanced();
         let elapsed_ns = now.as_ns_f64();
 
         let mut pid = PidLineReport::default();

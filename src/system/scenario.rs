@@ -3,6 +3,7 @@
 //! Parsing rejects unknown fields; [`Scenario::validate`] then checks every rule a
 //! value must satisfy and names the field, the value and what is allowed.
 
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::Path;
 
@@ -162,16 +163,22 @@ pub struct DeviceConfig {
     /// PCI requester id (bus << 8 | devfn).
     #[serde(default)]
     pub source_id: u16,
-    /// Cost of the device's own handler body, in CPU cycles. Assumption by default:
-    /// 300 cycles for a completion check and a wake-up of the waiter.
-    #[serde(default = "default_handler_cycles")]
+    /// Cost of the device's own handler body, in CPU cycles; default
+    /// [`DeviceConfig::DEFAULT_HANDLER_CYCLES`].
+    #[serde(default = "DeviceConfig::default_handler_cycles")]
     pub handler_cycles: f64,
     /// When completions happen.
     pub arrival: ArrivalProcess,
 }
 
-fn default_handler_cycles() -> f64 {
-    300.0
+impl DeviceConfig {
+    /// Default cost of a device handler body, CPU cycles. Assumption: a completion
+    /// check and a wake-up of the waiter, about 300 cycles; no public figure.
+    pub const DEFAULT_HANDLER_CYCLES: f64 = 300.0;
+
+    fn default_handler_cycles() -> f64 {
+        Self::DEFAULT_HANDLER_CYCLES
+    }
 }
 
 /// Everything that can be wrong with a scenario.
@@ -266,20 +273,39 @@ impl Scenario {
         self.devices[i].irte_index.unwrap_or(i as u32)
     }
 
-    /// The CPU index device `i` targets. Only meaningful after validation.
-    pub fn target_cpu_of(&self, i: usize) -> u32 {
+    /// x2APIC ID -> CPU index, for every CPU.
+    pub fn cpu_of_apic_id(&self) -> BTreeMap<u32, u32> {
+        (0..self.cpus.count)
+            .map(|c| (self.apic_id_of(c), c))
+            .collect()
+    }
+
+    /// The CPU index device `i` targets, given [`Scenario::cpu_of_apic_id`]. Only
+    /// meaningful after validation.
+    pub fn target_cpu_of(&self, i: usize, cpu_of_apic: &BTreeMap<u32, u32>) -> u32 {
         let d = &self.devices[i];
         match (d.cpu, d.apic_id) {
             (Some(c), _) => c,
-            (None, Some(a)) => (0..self.cpus.count)
-                .find(|c| self.apic_id_of(*c) == a)
-                .expect("validated: apic_id belongs to a CPU"),
+            (None, Some(a)) => cpu_of_apic[&a],
             (None, None) => 0,
         }
     }
 
     /// Checks every rule; the first violation is returned.
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        if variant_by_name(&self.variant, self.max_loops).is_none() {
+            return Err(ScenarioError::invalid(
+                "variant",
+                format!("{:?}", self.variant),
+                format!("one of {}", VARIANT_NAMES.join(", ")),
+            ));
+        }
+        self.validate_system()
+    }
+
+    /// Every rule except the variant name, for systems that run a handler given in
+    /// code ([`crate::System::with_handler`]), where the scenario's `variant` is unused.
+    pub fn validate_system(&self) -> Result<(), ScenarioError> {
         if !(self.duration_us.is_finite() && self.duration_us > 0.0)
             || self.duration_us > MAX_DURATION_US
         {
@@ -287,13 +313,6 @@ impl Scenario {
                 "duration_us",
                 self.duration_us,
                 format!("a number of microseconds greater than zero and at most {MAX_DURATION_US:e} (one hour)"),
-            ));
-        }
-        if variant_by_name(&self.variant, self.max_loops).is_none() {
-            return Err(ScenarioError::invalid(
-                "variant",
-                format!("{:?}", self.variant),
-                format!("one of {}", VARIANT_NAMES.join(", ")),
             ));
         }
         self.validate_cpus()?;
@@ -306,8 +325,18 @@ impl Scenario {
                 "at least one device",
             ));
         }
+        let cpu_of_apic = self.cpu_of_apic_id();
+        let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {
-            self.validate_device(i)?;
+            self.validate_device(i, &cpu_of_apic)?;
+            let irte = self.irte_index_of(i);
+            if let Some(j) = irte_owner.insert(irte, i) {
+                return Err(ScenarioError::invalid(
+                    format!("devices[{i}].irte_index"),
+                    irte,
+                    format!("an IRTE no other device uses (devices[{j}] has it)"),
+                ));
+            }
         }
         Ok(())
     }
@@ -390,7 +419,11 @@ impl Scenario {
         Ok(())
     }
 
-    fn validate_device(&self, i: usize) -> Result<(), ScenarioError> {
+    fn validate_device(
+        &self,
+        i: usize,
+        cpu_of_apic: &BTreeMap<u32, u32>,
+    ) -> Result<(), ScenarioError> {
         let d = &self.devices[i];
         let f = |name: &str| format!("devices[{i}].{name}");
         if d.vector < 32 || d.vector > 255 {
@@ -424,7 +457,7 @@ impl Scenario {
                     format!("a CPU index below cpus.count ({})", self.cpus.count),
                 ))
             }
-            (None, Some(a)) if !(0..self.cpus.count).any(|c| self.apic_id_of(c) == a) => {
+            (None, Some(a)) if !cpu_of_apic.contains_key(&a) => {
                 return Err(ScenarioError::invalid(
                     f("apic_id"),
                     a,
@@ -442,19 +475,6 @@ impl Scenario {
                     "an index below iommu.irte_entries ({})",
                     self.iommu.irte_entries
                 ),
-            ));
-        }
-        if let Some((j, _)) = self
-            .devices
-            .iter()
-            .enumerate()
-            .take(i)
-            .find(|(j, _)| self.irte_index_of(*j) == irte)
-        {
-            return Err(ScenarioError::invalid(
-                f("irte_index"),
-                irte,
-                format!("an IRTE no other device uses (devices[{j}] has it)"),
             ));
         }
         if let Some(h) = d.msi_handle {
