@@ -49,6 +49,34 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn balance_holds_for_closed_loop_jobs(
+        seed in any::<u64>(),
+        queues in 1u32..6,
+        depth in 1u32..16,
+        inflight_frac in 0.1f64..1.0,
+        shared in any::<bool>(),
+        posted in any::<bool>(),
+        variant in 0usize..irqsim::kernel::VARIANT_NAMES.len(),
+    ) {
+        let inflight = ((depth as f64 * inflight_frac).ceil() as u32).max(1);
+        let mode = if posted { "posted" } else { "remapped" };
+        let mut sc = common::closed_loop_scenario(mode, queues, inflight, shared, depth, seed);
+        sc.variant = irqsim::kernel::VARIANT_NAMES[variant].to_string();
+        let r = System::run_scenario(&sc).unwrap();
+        assert_balanced(&r);
+        for d in &r.devices {
+            // The job never offers more than the WQ holds, so nothing is dropped.
+            prop_assert_eq!(d.descriptors_dropped, 0, "seed {}", seed);
+            prop_assert!(d.descriptors_reaped <= d.descriptors_completed);
+            prop_assert!(d.descriptors_completed <= d.descriptors_submitted);
+        }
+    }
+}
+
 #[test]
 fn faults_are_counted_as_drops_with_their_reason() {
     let text = irqsim::scenarios::embedded("faulty-device").unwrap();

@@ -309,3 +309,67 @@ fn too_many_cpus() {
         "1..=65536",
     );
 }
+
+#[test]
+fn device_with_both_arrival_and_closed_loop() {
+    expect_invalid(
+        |s| s.replace("cpu = 0", "cpu = 0\nclosed_loop = { inflight = 4 }"),
+        "devices[0].closed_loop",
+        "set together with arrival",
+        "not both",
+    );
+}
+
+#[test]
+fn device_with_neither_arrival_nor_closed_loop() {
+    expect_invalid(
+        |s| s.replace("arrival = { kind = \"poisson\", rate_per_s = 1e6 }", ""),
+        "devices[0].arrival",
+        "missing",
+        "closed_loop",
+    );
+}
+
+#[test]
+fn closed_loop_inflight_past_the_wq_depth() {
+    expect_invalid(
+        |s| {
+            s.replace(
+                "arrival = { kind = \"poisson\", rate_per_s = 1e6 }",
+                "closed_loop = { inflight = 40, wq = { depth = 16 } }",
+            )
+        },
+        "devices[0].closed_loop.inflight",
+        "40",
+        "closed_loop.wq.depth (16)",
+    );
+}
+
+#[test]
+fn closed_loop_with_zero_engines() {
+    expect_invalid(
+        |s| {
+            s.replace(
+                "arrival = { kind = \"poisson\", rate_per_s = 1e6 }",
+                "closed_loop = { inflight = 4, wq = { engines = 0 } }",
+            )
+        },
+        "devices[0].closed_loop.wq.engines",
+        "0",
+        "1..=64",
+    );
+}
+
+#[test]
+fn closed_loop_device_is_valid_and_runs() {
+    let sc = check(|s| {
+        s.replace(
+            "arrival = { kind = \"poisson\", rate_per_s = 1e6 }",
+            "closed_loop = { inflight = 8, wq = { mode = \"shared\", depth = 8 } }",
+        )
+    })
+    .unwrap();
+    let r = System::run_scenario(&sc).unwrap();
+    assert!(r.msis.balanced && r.msis.handled > 0);
+    assert_eq!(r.devices[0].kind, "dsa-closed-loop");
+}

@@ -3,6 +3,8 @@
 //!
 //! Every experiment takes a seed; rows come from the model, never from hardware.
 
+pub mod coalesce_loops;
+pub mod pir_variants;
 pub mod posted_vs_remapped;
 
 use serde::Serialize;
@@ -87,11 +89,23 @@ pub struct ExperimentInfo {
 }
 
 /// Every built-in experiment.
-pub const ALL: &[ExperimentInfo] = &[ExperimentInfo {
-    name: "posted-vs-remapped",
-    summary: "one CPU, four DSA queues: handled rate, interrupts per MSI and latency vs offered rate, posted vs remapped",
-    run: posted_vs_remapped::run,
-}];
+pub const ALL: &[ExperimentInfo] = &[
+    ExperimentInfo {
+        name: "posted-vs-remapped",
+        summary: "one CPU, four DSA queues: handled rate, interrupts per MSI and latency vs offered rate, posted vs remapped",
+        run: posted_vs_remapped::run,
+    },
+    ExperimentInfo {
+        name: "pir-variants",
+        summary: "every PIR-draining variant on one CPU fed by closed-loop DSA queues: IRQ rate, notifications, PID misses, xchgs",
+        run: pir_variants::run,
+    },
+    ExperimentInfo {
+        name: "coalesce-loops",
+        summary: "MAX_LOOPS 1..8 and unbounded at a moderate and a high rate: handled rate, notifications per MSI, p99",
+        run: coalesce_loops::run,
+    },
+];
 
 /// Looks an experiment up by name.
 pub fn find(name: &str) -> Option<&'static ExperimentInfo> {

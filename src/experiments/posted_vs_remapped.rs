@@ -61,9 +61,10 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
                 msi_handle: None,
                 source_id: 0x0100 + i as u16,
                 handler_cycles: DeviceConfig::DEFAULT_HANDLER_CYCLES,
-                arrival: ArrivalProcess::Poisson {
+                arrival: Some(ArrivalProcess::Poisson {
                     rate_per_s: per_queue,
-                },
+                }),
+                closed_loop: None,
             })
             .collect(),
     }

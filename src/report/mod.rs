@@ -33,6 +33,7 @@ pub struct Report {
     pub cpu: Vec<CpuReport>,
     pub pid_line: PidLineReport,
     pub iommu: IommuReport,
+    pub devices: Vec<crate::system::device_runtime::DeviceReport>,
     /// From an MSI being raised to the start of the handler that serves it.
     pub latency_ns: LatencySummary,
     /// Handled MSIs per simulated second.
@@ -79,6 +80,15 @@ pub struct CpuReport {
     pub eoi_ns: f64,
     pub interrupts_taken: u64,
     pub handler_calls: u64,
+    /// Plain loads of PIR words by this CPU's handlers.
+    pub pir_loads: u64,
+    /// Locked exchanges of PIR words.
+    pub pir_xchgs: u64,
+    /// Locked clears (or test-and-clears) of ON.
+    pub on_clears: u64,
+    pub eois: u64,
+    /// Accesses of this CPU to its own descriptor line that missed its L1.
+    pub pid_l1_misses: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -109,19 +109,25 @@ pub struct DeviceCosts {
     /// half of the ~700-740 ns uncached MMIO read round trip across PCIe Gen5 in
     /// COST-SOURCES.md (an order of magnitude, host CPU not stated): 360 ns.
     pub msi_write_ns: f64,
+    /// From the host writing a doorbell or a work-queue portal (a posted write) to the
+    /// write reaching the device, ns. Source: the same half round trip as
+    /// `msi_write_ns`, since both are one posted PCIe write.
+    pub doorbell_write_ns: f64,
 }
 
 impl Default for DeviceCosts {
     fn default() -> Self {
         DeviceCosts {
             msi_write_ns: 360.0,
+            doorbell_write_ns: 360.0,
         }
     }
 }
 
 impl DeviceCosts {
     fn validate(&self) -> Result<(), ScenarioError> {
-        check_non_negative("costs.device.msi_write_ns", self.msi_write_ns)
+        check_non_negative("costs.device.msi_write_ns", self.msi_write_ns)?;
+        check_non_negative("costs.device.doorbell_write_ns", self.doorbell_write_ns)
     }
 }
 

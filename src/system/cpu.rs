@@ -40,6 +40,27 @@ impl CpuTime {
     }
 }
 
+/// Operations a CPU's kernel algorithms performed on its descriptor and APIC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CpuOpCounts {
+    pub pir_loads: u64,
+    pub pir_xchgs: u64,
+    pub on_clears: u64,
+    pub eois: u64,
+}
+
+impl CpuOpCounts {
+    pub fn count(&mut self, op: CpuOp) {
+        match op {
+            CpuOp::LoadPir { .. } => self.pir_loads += 1,
+            CpuOp::XchgPir { .. } => self.pir_xchgs += 1,
+            CpuOp::ClearOn | CpuOp::TestAndClearOn => self.on_clears += 1,
+            CpuOp::Eoi => self.eois += 1,
+            CpuOp::HandleVector(_) => {}
+        }
+    }
+}
+
 const NO_DEVICE: u32 = u32::MAX;
 
 pub struct Cpu {
@@ -53,6 +74,7 @@ pub struct Cpu {
     pub time: CpuTime,
     pub interrupts_taken: u64,
     pub handler_calls: u64,
+    pub ops: CpuOpCounts,
     /// Which device's handler is registered on each vector of this CPU.
     device_of_vector: [u32; 256],
 }
@@ -69,6 +91,7 @@ impl Cpu {
             time: CpuTime::default(),
             interrupts_taken: 0,
             handler_calls: 0,
+            ops: CpuOpCounts::default(),
             device_of_vector: [NO_DEVICE; 256],
         }
     }

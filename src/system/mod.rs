@@ -13,14 +13,16 @@
 
 pub mod costs;
 pub mod cpu;
+pub mod device_runtime;
 pub mod ledger;
 pub mod scenario;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
+use self::device_runtime::{Device, DeviceModel};
 use apic_sim::{AcceptOutcome, LocalApic};
-use devices::DsaQueue;
+use devices::{DsaQueue, DsaWorkQueue};
 use hdrhistogram::Histogram;
 use iommu_sim::vtd::{
     msi::encode_remappable, DeliveryMode as IrteDeliveryMode, FaultReason, InterruptMessageFabric,
@@ -28,7 +30,6 @@ use iommu_sim::vtd::{
 };
 use pid_model::desc::ON_BIT;
 use pid_model::{Agent, LineOp, PiDesc, PidLine};
-use rand_chacha::ChaCha8Rng;
 use sim_core::{ApicId, Duration, Freq, MsiMessage, SimTime, Vector};
 
 use crate::engine::{Coroutine, EventQueue, Priority, RngStreams, Step};
@@ -49,8 +50,12 @@ const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
 /// Everything that happens in a run is one of these.
 #[derive(Clone, Copy, Debug)]
 enum Event {
-    /// A device's next descriptor completes.
+    /// An open-loop device's next descriptor completes.
     DeviceCompletion { device: u32 },
+    /// A descriptor the host wrote reaches a closed-loop work queue.
+    DsaSubmit { device: u32 },
+    /// An engine of a closed-loop work queue finishes a descriptor.
+    DsaEngineDone { device: u32 },
     /// An MSI write reaches the IOMMU.
     MsiAtIommu(InFlightMsi),
     /// The IOMMU finished the current stage of the request at the head of its FIFO.
@@ -93,12 +98,6 @@ struct IommuUnit {
     fabric: InterruptMessageFabric,
     agent: Agent,
     updates: u64,
-}
-
-struct Device {
-    queue: DsaQueue,
-    rng: ChaCha8Rng,
-    handler_cycles: f64,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -222,24 +221,27 @@ impl System {
             } else {
                 d.name.clone()
             };
+            let model = match (&d.arrival, &d.closed_loop) {
+                (Some(arrival), _) => {
+                    DeviceModel::Open(DsaQueue::new(message, d.source_id, arrival.clone()))
+                }
+                (None, Some(job)) => DeviceModel::Closed {
+                    wq: DsaWorkQueue::new(job.wq.clone(), message, d.source_id),
+                    job: job.clone(),
+                    unreaped: 0,
+                },
+                (None, None) => unreachable!("validated: a device has arrival or closed_loop"),
+            };
             devices.push(Device {
-                queue: DsaQueue::new(message, d.source_id, d.arrival.clone()),
                 rng: streams.stream(&name),
+                name,
+                model,
                 handler_cycles: d.handler_cycles,
             });
         }
 
-        let mut queue = EventQueue::with_capacity(1024);
-        for (i, d) in devices.iter_mut().enumerate() {
-            let first = d.queue.start(SimTime::ZERO, &mut d.rng);
-            queue.schedule(
-                first,
-                Priority::DEVICE,
-                Event::DeviceCompletion { device: i as u32 },
-            );
-        }
-
-        Ok(System {
+        let queue = EventQueue::with_capacity(1024);
+        let mut system = System {
             name: sc.name.clone(),
             seed: sc.seed,
             mode: sc.mode,
@@ -268,7 +270,9 @@ impl System {
             end_of_scenario: SimTime::ZERO + Duration::from_secs_f64(sc.duration_us * 1e-6),
             costs,
             wall: std::time::Duration::ZERO,
-        })
+        };
+        system.start_devices();
+        Ok(system)
     }
 
     /// Runs a scenario for its `duration_us` and returns the report.
@@ -345,6 +349,8 @@ impl System {
     fn handle(&mut self, now: SimTime, ev: Event) {
         match ev {
             Event::DeviceCompletion { device } => self.on_device_completion(now, device),
+            Event::DsaSubmit { device } => self.on_dsa_submit(now, device),
+            Event::DsaEngineDone { device } => self.on_dsa_engine_done(now, device),
             Event::MsiAtIommu(msi) => {
                 self.ledger.device_to_iommu -= 1;
                 self.ledger.iommu += 1;
@@ -360,25 +366,6 @@ impl System {
             } => self.on_apic_message(now, cpu, vector, level, raised),
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
         }
-    }
-
-    fn on_device_completion(&mut self, now: SimTime, device: u32) {
-        let d = &mut self.devices[device as usize];
-        let (msi, next) = d.queue.complete(now, &mut d.rng);
-        self.queue
-            .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
-        self.ledger.generated += 1;
-        self.ledger.device_to_iommu += 1;
-        let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
-        self.queue.schedule(
-            arrive,
-            Priority::DEVICE,
-            Event::MsiAtIommu(InFlightMsi {
-                raised: msi.at,
-                message: msi.message,
-                source_id: msi.source_id,
-            }),
-        );
     }
 
     /// The IOMMU processes one request at a time, in arrival order.
@@ -623,6 +610,7 @@ impl System {
                 cost
             }
             Step::Request(op) => {
+                self.cpus[c].ops.count(op);
                 let cost = self.start_op(now, cpu, op);
                 self.cpus[c].op_in_flight = Some(op);
                 cost
@@ -657,14 +645,13 @@ impl System {
                     let ns = now.since(*raised).as_ps().div_ceil(1000);
                     self.latency.saturating_record(ns);
                 }
-                let cpu_ref = &mut self.cpus[c];
-                cpu_ref.handler_calls += 1;
-                let body = cpu_ref
-                    .device_of(vector)
-                    .map(|d| self.devices[d as usize].handler_cycles)
-                    .unwrap_or(0.0);
+                self.cpus[c].handler_calls += 1;
+                let body = match self.cpus[c].device_of(vector) {
+                    Some(d) => self.device_handler_cycles(now, d, self.served.len()),
+                    None => 0.0,
+                };
                 let cost = self.freq.cycles_f64(self.costs.cpu.irq_flow_cycles + body);
-                cpu_ref.time.handlers += cost;
+                self.cpus[c].time.handlers += cost;
                 cost
             }
             CpuOp::Eoi => {
@@ -730,6 +717,11 @@ impl System {
                 eoi_ns: c.time.eoi.as_ns_f64(),
                 interrupts_taken: c.interrupts_taken,
                 handler_calls: c.handler_calls,
+                pir_loads: c.ops.pir_loads,
+                pir_xchgs: c.ops.pir_xchgs,
+                on_clears: c.ops.on_clears,
+                eois: c.ops.eois,
+                pid_l1_misses: c.pid.counters(c.agent).l1_misses,
             });
         }
         pid.iommu_updates = self.iommu.updates;
@@ -803,6 +795,7 @@ impl System {
             cpu: cpu_reports,
             pid_line: pid,
             iommu,
+            devices: self.devices.iter().map(Device::report).collect(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {
                 self.ledger.handled as f64 / (elapsed_ns * 1e-9)

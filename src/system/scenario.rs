@@ -167,8 +167,45 @@ pub struct DeviceConfig {
     /// [`DeviceConfig::DEFAULT_HANDLER_CYCLES`].
     #[serde(default = "DeviceConfig::default_handler_cycles")]
     pub handler_cycles: f64,
-    /// When completions happen.
-    pub arrival: ArrivalProcess,
+    /// Open loop: when completions happen. Give this or `closed_loop`.
+    #[serde(default)]
+    pub arrival: Option<ArrivalProcess>,
+    /// Closed loop: a host job keeps descriptors in flight and the handler resubmits
+    /// one per completion it reaps. Give this or `arrival`.
+    #[serde(default)]
+    pub closed_loop: Option<ClosedLoopConfig>,
+}
+
+/// A host job driving a DSA work queue in closed loop, as a DSA memory-fill
+/// interrupt benchmark does: `inflight` descriptors outstanding; the interrupt handler
+/// reaps every descriptor whose completion record is written and submits one new
+/// descriptor for each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClosedLoopConfig {
+    /// Descriptors the job keeps in flight.
+    pub inflight: u32,
+    /// CPU cycles to prepare one descriptor and write it to the WQ portal
+    /// (MOVDIR64B or ENQCMD). Assumption: DESIGN.md 3 puts a posted MMIO write on the
+    /// order of a hundred cycles; with descriptor preparation, 200 cycles.
+    pub submit_cycles: f64,
+    /// CPU cycles to check one completion record and complete its descriptor.
+    /// Assumption: one cache-missing read of the record plus list bookkeeping, 100
+    /// cycles.
+    pub reap_cycles: f64,
+    /// The work queue and its engines.
+    pub wq: devices::DsaWqConfig,
+}
+
+impl Default for ClosedLoopConfig {
+    fn default() -> Self {
+        ClosedLoopConfig {
+            inflight: 32,
+            submit_cycles: 200.0,
+            reap_cycles: 100.0,
+            wq: devices::DsaWqConfig::default(),
+        }
+    }
 }
 
 impl DeviceConfig {
@@ -487,7 +524,7 @@ impl Scenario {
             }
         }
         super::costs::check_non_negative(&f("handler_cycles"), d.handler_cycles)?;
-        d.arrival.validate(&f("arrival")).map_err(|e| match e {
+        let device_error = |e: devices::DeviceError| match e {
             devices::DeviceError::InvalidParameter {
                 field,
                 value,
@@ -497,17 +534,51 @@ impl Scenario {
                 value,
                 allowed,
             },
-        })?;
-        if d.arrival.mean_rate_per_s() < MIN_RATE_PER_S {
-            let (name, value) = match d.arrival {
-                ArrivalProcess::Fixed { interval_ns } => ("interval_ns", interval_ns),
-                ArrivalProcess::Poisson { rate_per_s } => ("rate_per_s", rate_per_s),
-            };
-            return Err(ScenarioError::invalid(
-                f(&format!("arrival.{name}")),
-                value,
-                format!("a mean rate of at least {MIN_RATE_PER_S} events per second"),
-            ));
+        };
+        match (&d.arrival, &d.closed_loop) {
+            (Some(arrival), None) => {
+                arrival.validate(&f("arrival")).map_err(device_error)?;
+                if arrival.mean_rate_per_s() < MIN_RATE_PER_S {
+                    let (name, value) = match arrival {
+                        ArrivalProcess::Fixed { interval_ns } => ("interval_ns", *interval_ns),
+                        ArrivalProcess::Poisson { rate_per_s } => ("rate_per_s", *rate_per_s),
+                    };
+                    return Err(ScenarioError::invalid(
+                        f(&format!("arrival.{name}")),
+                        value,
+                        format!("a mean rate of at least {MIN_RATE_PER_S} events per second"),
+                    ));
+                }
+            }
+            (None, Some(cl)) => {
+                cl.wq.validate(&f("closed_loop.wq")).map_err(device_error)?;
+                if cl.inflight == 0 || cl.inflight > cl.wq.depth {
+                    return Err(ScenarioError::invalid(
+                        f("closed_loop.inflight"),
+                        cl.inflight,
+                        format!("1..=closed_loop.wq.depth ({})", cl.wq.depth),
+                    ));
+                }
+                super::costs::check_non_negative(
+                    &f("closed_loop.submit_cycles"),
+                    cl.submit_cycles,
+                )?;
+                super::costs::check_non_negative(&f("closed_loop.reap_cycles"), cl.reap_cycles)?;
+            }
+            (Some(_), Some(_)) => {
+                return Err(ScenarioError::invalid(
+                    f("closed_loop"),
+                    "set together with arrival",
+                    "either `arrival` (open loop) or `closed_loop`, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(ScenarioError::invalid(
+                    f("arrival"),
+                    "missing",
+                    "`arrival` (open loop) or `closed_loop`",
+                ))
+            }
         }
         Ok(())
     }

@@ -24,3 +24,25 @@ pub fn dsa_scenario(
     sc.seed = seed;
     sc
 }
+
+/// One CPU, `queues` closed-loop DSA work queues on vectors 0x21, 0x61, 0xa1, 0xe1, ...
+pub fn closed_loop_scenario(
+    mode: &str,
+    queues: u32,
+    inflight: u32,
+    shared: bool,
+    depth: u32,
+    seed: u64,
+) -> Scenario {
+    let mut toml = format!("duration_us = 300\nmode = \"{mode}\"\n");
+    for q in 0..queues {
+        toml.push_str(&format!(
+            "[[devices]]\nkind = \"dsa\"\nvector = {}\ncpu = 0\nclosed_loop = {{ inflight = {inflight}, wq = {{ mode = \"{}\", depth = {depth}, engines = 2 }} }}\n",
+            0x21 + (q % 4) * 0x40 + q / 4,
+            if shared { "shared" } else { "dedicated" },
+        ));
+    }
+    let mut sc = Scenario::from_toml_str(&toml, "test").expect("test scenario parses");
+    sc.seed = seed;
+    sc
+}

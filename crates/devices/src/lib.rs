@@ -10,7 +10,10 @@ pub mod arrival;
 pub mod dsa;
 
 pub use arrival::ArrivalProcess;
-pub use dsa::{DsaCounters, DsaQueue, RaisedMsi};
+pub use dsa::{
+    DsaCosts, DsaCounters, DsaOp, DsaQueue, DsaWorkQueue, DsaWqConfig, DsaWqCounters, RaisedMsi,
+    SubmitOutcome, WqMode,
+};
 
 /// Bad device configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -1,0 +1,202 @@
+//! Device runtimes inside a [`System`]: open-loop sources and closed-loop DSA jobs,
+//! and the host-side work their handlers do.
+
+use devices::{DsaQueue, DsaWorkQueue, RaisedMsi, SubmitOutcome};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use sim_core::{Duration, SimTime};
+
+use super::scenario::ClosedLoopConfig;
+use super::{Event, InFlightMsi, System};
+use crate::engine::Priority;
+
+pub(super) enum DeviceModel {
+    /// Completions at the times an arrival process gives.
+    Open(DsaQueue),
+    /// A work queue fed by a host job that resubmits one descriptor per completion.
+    Closed {
+        wq: DsaWorkQueue,
+        job: ClosedLoopConfig,
+        /// Completion records written whose MSI no handler has served yet.
+        unreaped: u64,
+    },
+}
+
+pub(super) struct Device {
+    pub name: String,
+    pub model: DeviceModel,
+    pub rng: ChaCha8Rng,
+    pub handler_cycles: f64,
+}
+
+/// Per-device figures in the report.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct DeviceReport {
+    pub name: String,
+    /// "dsa-open" or "dsa-closed-loop".
+    pub kind: &'static str,
+    pub msis_raised: u64,
+    pub descriptors_completed: u64,
+    pub descriptors_submitted: u64,
+    /// Shared-WQ submissions that got "retry" and were submitted again.
+    pub submit_retries: u64,
+    /// Descriptors a full dedicated WQ dropped (the job loses them).
+    pub descriptors_dropped: u64,
+    /// Completions reaped by handlers.
+    pub descriptors_reaped: u64,
+}
+
+impl Device {
+    pub(super) fn report(&self) -> DeviceReport {
+        match &self.model {
+            DeviceModel::Open(q) => DeviceReport {
+                name: self.name.clone(),
+                kind: "dsa-open",
+                msis_raised: q.counters().msis_raised,
+                descriptors_completed: q.counters().completions,
+                ..DeviceReport::default()
+            },
+            DeviceModel::Closed { wq, unreaped, .. } => {
+                let c = wq.counters();
+                DeviceReport {
+                    name: self.name.clone(),
+                    kind: "dsa-closed-loop",
+                    msis_raised: c.msis_raised,
+                    descriptors_completed: c.completed,
+                    descriptors_submitted: c.submitted,
+                    submit_retries: c.retries,
+                    descriptors_dropped: c.dropped_wq_full,
+                    descriptors_reaped: c.completed - unreaped,
+                }
+            }
+        }
+    }
+}
+
+impl System {
+    /// Starts every device at time zero.
+    pub(super) fn start_devices(&mut self) {
+        for i in 0..self.devices.len() {
+            let device = i as u32;
+            let d = &mut self.devices[i];
+            match &mut d.model {
+                DeviceModel::Open(q) => {
+                    let first = q.start(SimTime::ZERO, &mut d.rng);
+                    self.queue.schedule(
+                        first,
+                        Priority::DEVICE,
+                        Event::DeviceCompletion { device },
+                    );
+                }
+                DeviceModel::Closed { job, .. } => {
+                    for _ in 0..job.inflight {
+                        self.queue.schedule(
+                            SimTime::ZERO,
+                            Priority::DEVICE,
+                            Event::DsaSubmit { device },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// An open-loop source completes a descriptor.
+    pub(super) fn on_device_completion(&mut self, now: SimTime, device: u32) {
+        let d = &mut self.devices[device as usize];
+        let DeviceModel::Open(q) = &mut d.model else {
+            unreachable!("DeviceCompletion for a closed-loop device");
+        };
+        let (msi, next) = q.complete(now, &mut d.rng);
+        self.queue
+            .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
+        self.raise_msi(now, msi);
+    }
+
+    /// A descriptor written by the host reaches a closed-loop work queue.
+    pub(super) fn on_dsa_submit(&mut self, now: SimTime, device: u32) {
+        let retry_after = Duration::from_ns_f64(self.costs.device.doorbell_write_ns);
+        let DeviceModel::Closed { wq, .. } = &mut self.devices[device as usize].model else {
+            unreachable!("DsaSubmit for an open-loop device");
+        };
+        match wq.submit(now) {
+            SubmitOutcome::Accepted { completes_at } => {
+                if let Some(t) = completes_at {
+                    self.queue
+                        .schedule(t, Priority::DEVICE, Event::DsaEngineDone { device });
+                }
+            }
+            // ENQCMD said retry: the submitting CPU tries again after a round trip.
+            SubmitOutcome::Retry => {
+                self.queue.schedule(
+                    now + retry_after,
+                    Priority::DEVICE,
+                    Event::DsaSubmit { device },
+                );
+            }
+            SubmitOutcome::Dropped => {}
+        }
+    }
+
+    /// An engine of a closed-loop work queue finishes a descriptor.
+    pub(super) fn on_dsa_engine_done(&mut self, now: SimTime, device: u32) {
+        let DeviceModel::Closed { wq, unreaped, .. } = &mut self.devices[device as usize].model
+        else {
+            unreachable!("DsaEngineDone for an open-loop device");
+        };
+        let (msi, next) = wq.complete(now);
+        *unreaped += 1;
+        if let Some(t) = next {
+            self.queue
+                .schedule(t, Priority::DEVICE, Event::DsaEngineDone { device });
+        }
+        if let Some(msi) = msi {
+            self.raise_msi(now, msi);
+        }
+    }
+
+    /// A device writes an MSI; it reaches the IOMMU after the posted write's latency.
+    fn raise_msi(&mut self, now: SimTime, msi: RaisedMsi) {
+        self.ledger.generated += 1;
+        self.ledger.device_to_iommu += 1;
+        let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
+        self.queue.schedule(
+            arrive,
+            Priority::DEVICE,
+            Event::MsiAtIommu(InFlightMsi {
+                raised: msi.at,
+                message: msi.message,
+                source_id: msi.source_id,
+            }),
+        );
+    }
+
+    /// Cycles the device handler of `device` spends when it runs at `now` serving
+    /// `served` MSIs (more than one when MSIs merged). For a closed-loop job each served
+    /// MSI is one completion: the handler reaps its descriptor and submits a new one,
+    /// the portal writes landing after the handler body.
+    pub(super) fn device_handler_cycles(
+        &mut self,
+        now: SimTime,
+        device: u32,
+        served: usize,
+    ) -> f64 {
+        let freq = self.freq;
+        let doorbell = Duration::from_ns_f64(self.costs.device.doorbell_write_ns);
+        let d = &mut self.devices[device as usize];
+        let body = d.handler_cycles;
+        let DeviceModel::Closed { job, unreaped, .. } = &mut d.model else {
+            return body;
+        };
+        // A handler run with nothing behind it (spurious) reaps nothing.
+        let reaped = (served as u64).min(*unreaped);
+        *unreaped -= reaped;
+        let cycles = body + reaped as f64 * (job.reap_cycles + job.submit_cycles);
+        let lands = now + freq.cycles_f64(cycles) + doorbell;
+        for _ in 0..reaped {
+            self.queue
+                .schedule(lands, Priority::DEVICE, Event::DsaSubmit { device });
+        }
+        cycles
+    }
+}
