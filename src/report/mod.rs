@@ -105,6 +105,29 @@ pub struct PidLineReport {
     pub iommu_modified_transfers: u64,
     /// MESI transitions of CPU agents, "FROM->TO" -> count (self-loops included).
     pub cpu_transitions: BTreeMap<String, u64>,
+    /// Each CPU's descriptor line, agent by agent.
+    pub lines: Vec<PidLineDetail>,
+}
+
+/// One CPU's descriptor line.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PidLineDetail {
+    /// Whose descriptor it is.
+    pub cpu: u32,
+    /// Every agent that ever touched it.
+    pub agents: Vec<PidAgentReport>,
+}
+
+/// One agent's view of one descriptor line.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PidAgentReport {
+    /// "cpuN" or "iommu".
+    pub agent: String,
+    /// MESI state at the end of the run.
+    pub state: String,
+    pub counters: pid_model::AgentCounters,
+    /// "FROM->TO" -> count.
+    pub transitions: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

@@ -35,8 +35,8 @@ use sim_core::{ApicId, Duration, Freq, MsiMessage, SimTime, Vector};
 use crate::engine::{Coroutine, EventQueue, Priority, RngStreams, Step};
 use crate::kernel::{baseline, CpuOp, CpuPort, PirHandler, POSTED_MSI_NOTIFICATION_VECTOR};
 use crate::report::{
-    CpuReport, IommuReport, LatencySummary, MsiBalance, Notifications, PidLineReport, Report,
-    MODEL_NOTE,
+    CpuReport, IommuReport, LatencySummary, MsiBalance, Notifications, PidAgentReport,
+    PidLineDetail, PidLineReport, Report, MODEL_NOTE,
 };
 pub use costs::{Costs, CpuCosts, DeviceCosts};
 pub use cpu::{CpuState, CpuTime};
@@ -685,21 +685,36 @@ impl System {
                     pid.cpu_modified_transfers += counters.modified_transfers;
                 }
             }
+            let mut agents = Vec::new();
             for (agent, tr) in c.pid.all_transitions() {
-                if agent.is_iommu() {
-                    continue;
-                }
+                let mut transitions = BTreeMap::new();
                 for from in pid_model::Mesi::ALL {
                     for to in pid_model::Mesi::ALL {
                         let n = tr.get(from, to);
                         if n > 0 {
-                            *pid.cpu_transitions
-                                .entry(format!("{from:?}->{to:?}"))
-                                .or_insert(0) += n;
+                            transitions.insert(format!("{from:?}->{to:?}"), n);
+                            if !agent.is_iommu() {
+                                *pid.cpu_transitions
+                                    .entry(format!("{from:?}->{to:?}"))
+                                    .or_insert(0) += n;
+                            }
                         }
                     }
                 }
+                agents.push(PidAgentReport {
+                    agent: match agent {
+                        Agent::Core { cpu, .. } => format!("cpu{}", cpu.0),
+                        Agent::Iommu { .. } => "iommu".into(),
+                    },
+                    state: format!("{:?}", c.pid.state(*agent)),
+                    counters: c.pid.counters(*agent),
+                    transitions,
+                });
             }
+            pid.lines.push(PidLineDetail {
+                cpu: i as u32,
+                agents,
+            });
             let busy = c.time.busy();
             cpu_reports.push(CpuReport {
                 cpu: i as u32,

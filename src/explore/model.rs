@@ -1,0 +1,681 @@
+//! The small world every race tool moves: one CPU's posted-interrupt descriptor, the
+//! notification vector's state in that CPU's local APIC, the progress of the handler
+//! running on it, and a per-vector ledger that the invariants read.
+//!
+//! The exhaustive explorer ([`super::search`]) and the timed schedules
+//! ([`super::timed`]) differ only in *who decides what happens next*; both change the
+//! world through the methods here, so both check exactly the same invariants. The
+//! handler itself is never copied into this file: a driver resumes the variant's own
+//! coroutine and reports each operation it requests to [`World::handler_op`] and each
+//! suspension or return to [`World::handler_next`].
+//!
+//! # The model
+//! - The descriptor is a [`PiDesc`]; an IOMMU post is [`PiDesc::post`], one indivisible
+//!   update of the whole line as VT-d 5.2.3 describes it.
+//! - The APIC keeps one IRR bit and one ISR bit for the notification vector: a
+//!   notification arriving while IRR is set merges into it; delivery moves IRR to ISR
+//!   and starts a handler entry; the handler's EOI clears ISR. The CPU runs the handler
+//!   with interrupts disabled (Linux enters it with IF=0), so a new entry starts only
+//!   after the previous one returned, and only once ISR is clear.
+//! - SN is changed by another CPU (affinity change, or a vCPU blocking). Whoever clears
+//!   SN owns the posts that SN suppressed; it rechecks PIR after the clear (KVM does so
+//!   in `vmx_vcpu_pi_load`) and, if PIR is not empty, test-and-sets ON and sends the
+//!   notification itself when ON was clear ([`World::sn_recheck`]).
+//!
+//! # What "lost" means
+//! At quiescence (no actor can move any more) every vector that was posted must be
+//! handled or still be covered by something that will handle it:
+//! - a vector in PIR with ON set is covered only by a notification pending in IRR (the
+//!   entry bound may have stopped it from being taken); ON set with nothing pending is
+//!   *stuck*: every later post coalesces into a notification that never comes, so it is
+//!   a loss even when PIR is empty;
+//! - a vector in PIR with ON clear is covered only while SN is set (the CPU that set SN
+//!   owns its delivery); with SN clear it is lost;
+//! - a vector the handler exchanged out of PIR must be handled before the handler
+//!   returns; if the run ends without calling its handler it is lost.
+
+use std::fmt;
+
+use pid_model::PiDesc;
+use serde::Serialize;
+use sim_core::{Vector, VectorSet};
+
+use crate::engine::Step;
+use crate::kernel::{CpuOp, POSTED_MSI_NOTIFICATION_VECTOR};
+
+/// The properties checked at every step and at quiescence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Invariant {
+    /// Every posted vector is handled, or still pending with something that will
+    /// handle it (see the module docs for the exact rule).
+    NothingLost,
+    /// No vector's handler runs more times than the vector was posted.
+    HandledAtMostPosted,
+    /// A notification is sent only when ON goes from 0 to 1 with SN clear or URG set.
+    NotifyOnlyOnRisingOn,
+    /// Each handler entry writes EOI exactly once, while its notification is in service.
+    EoiMatchesEntry,
+    /// No PIR bit is set except by a post of that vector.
+    NoPirBitFromNowhere,
+    /// The handler asks only for valid operations, is a deterministic function of the
+    /// results it is given, and returns within the configured number of operations.
+    HandlerContract,
+}
+
+impl Invariant {
+    /// Every invariant, in the order reports list them.
+    pub const ALL: [Invariant; 6] = [
+        Invariant::NothingLost,
+        Invariant::HandledAtMostPosted,
+        Invariant::NotifyOnlyOnRisingOn,
+        Invariant::EoiMatchesEntry,
+        Invariant::NoPirBitFromNowhere,
+        Invariant::HandlerContract,
+    ];
+
+    /// Stable name, as printed and as serialized.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::NothingLost => "nothing-lost",
+            Invariant::HandledAtMostPosted => "handled-at-most-posted",
+            Invariant::NotifyOnlyOnRisingOn => "notify-only-on-rising-on",
+            Invariant::EoiMatchesEntry => "eoi-matches-entry",
+            Invariant::NoPirBitFromNowhere => "no-pir-bit-from-nowhere",
+            Invariant::HandlerContract => "handler-contract",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An invariant that failed, and why, in words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub invariant: Invariant,
+    pub detail: String,
+}
+
+impl Violation {
+    fn new(invariant: Invariant, detail: String) -> Violation {
+        Violation { invariant, detail }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+/// Posts and handler calls of one vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VectorCount {
+    pub vector: Vector,
+    pub posted: u32,
+    pub handled: u32,
+}
+
+/// One handler entry in progress, suspended on an operation.
+///
+/// The coroutine itself cannot be cloned or hashed, so a run is identified by the
+/// results it has been given: a handler is a deterministic function of them, and
+/// replaying them into a fresh coroutine brings it back to the same point.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Run {
+    /// Results delivered to the coroutine so far, in order.
+    pub results: Vec<u64>,
+    /// The operation it is suspended on.
+    pub pending: CpuOp,
+    /// EOIs written in this entry.
+    pub eois: u8,
+    /// Vectors exchanged out of PIR by this entry and not yet handled.
+    pub harvested: VectorSet,
+}
+
+/// What one step did, for traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepNote(pub String);
+
+/// The state of the descriptor, the APIC's notification bits, the handler and the
+/// ledger. Everything that decides the future is in here, so two equal worlds behave
+/// the same (which is what lets the explorer prune duplicates).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct World {
+    /// The descriptor line's data.
+    pub desc: PiDesc,
+    /// Notifications sent and not yet arrived at the APIC (only the timed driver has
+    /// any: the explorer delivers a notification into IRR in the same step).
+    pub in_flight: u32,
+    /// The notification vector is pending in IRR.
+    pub irr: bool,
+    /// The notification vector is in service (ISR), from delivery until EOI.
+    pub isr: bool,
+    /// Handler entries started so far.
+    pub entries: u32,
+    /// The entry in progress, if any.
+    pub run: Option<Run>,
+    /// Per-vector counts, sorted by vector.
+    pub ledger: Vec<VectorCount>,
+    /// Notifications sent (by posts, and by the SN owner's recheck).
+    pub notifications: u32,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World::new()
+    }
+}
+
+/// The fields the trace prints after each step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Snapshot {
+    pub pir: [u64; 4],
+    pub on: bool,
+    pub sn: bool,
+    pub irr: bool,
+    pub isr: bool,
+}
+
+impl World {
+    /// Empty PIR, ON = SN = 0, nothing pending, no handler running.
+    pub fn new() -> World {
+        World {
+            desc: PiDesc::new(POSTED_MSI_NOTIFICATION_VECTOR, 0),
+            in_flight: 0,
+            irr: false,
+            isr: false,
+            entries: 0,
+            run: None,
+            ledger: Vec::new(),
+            notifications: 0,
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            pir: self.desc.pir().0,
+            on: self.desc.on(),
+            sn: self.desc.sn(),
+            irr: self.irr,
+            isr: self.isr,
+        }
+    }
+
+    fn count_mut(&mut self, vector: Vector) -> &mut VectorCount {
+        let i = match self.ledger.binary_search_by_key(&vector, |c| c.vector) {
+            Ok(i) => i,
+            Err(i) => {
+                self.ledger.insert(
+                    i,
+                    VectorCount {
+                        vector,
+                        posted: 0,
+                        handled: 0,
+                    },
+                );
+                i
+            }
+        };
+        &mut self.ledger[i]
+    }
+
+    /// Counts of `vector` (zero if it was never posted nor handled).
+    pub fn count(&self, vector: Vector) -> VectorCount {
+        match self.ledger.binary_search_by_key(&vector, |c| c.vector) {
+            Ok(i) => self.ledger[i],
+            Err(_) => VectorCount {
+                vector,
+                posted: 0,
+                handled: 0,
+            },
+        }
+    }
+
+    /// Whether the handler may be entered now: a notification pending, none in
+    /// service, and no entry running.
+    pub fn can_deliver(&self) -> bool {
+        self.irr && !self.isr && self.run.is_none()
+    }
+
+    /// PIR bits may only be cleared, or set by a post of that vector.
+    fn check_pir_source(
+        &self,
+        before: &PiDesc,
+        allowed: u64,
+        allowed_word: usize,
+        checks: &mut u64,
+    ) -> Result<(), Violation> {
+        *checks += 1;
+        for w in 0..4 {
+            let mut appeared = self.desc.pir_word(w) & !before.pir_word(w);
+            if w == allowed_word {
+                appeared &= !allowed;
+            }
+            if appeared != 0 {
+                let v = Vector((w as u32 * 64 + appeared.trailing_zeros()) as u8);
+                return Err(Violation::new(
+                    Invariant::NoPirBitFromNowhere,
+                    format!("PIR bit of vector {v} was set, but no post of {v} did it"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The IOMMU's atomic post of `vector`. Returns whether it sent a notification
+    /// (now in flight to the APIC) and a description.
+    pub fn post(
+        &mut self,
+        vector: Vector,
+        urg: bool,
+        checks: &mut u64,
+    ) -> Result<(bool, StepNote), Violation> {
+        let before = self.desc;
+        let r = self.desc.post(vector, urg);
+        self.count_mut(vector).posted += 1;
+        *checks += 1;
+        let expect = !r.on_before && (urg || !r.sn_before);
+        if r.notification.is_some() != expect || self.desc.on() != (r.on_before || expect) {
+            return Err(Violation::new(
+                Invariant::NotifyOnlyOnRisingOn,
+                format!(
+                    "post of {vector} with ON={} SN={} URG={} {} a notification and left ON={}",
+                    r.on_before as u8,
+                    r.sn_before as u8,
+                    urg as u8,
+                    if r.notification.is_some() {
+                        "sent"
+                    } else {
+                        "did not send"
+                    },
+                    self.desc.on() as u8
+                ),
+            ));
+        }
+        self.check_pir_source(&before, vector.bit(), vector.word(), checks)?;
+        let urg_note = if urg { " (URG)" } else { "" };
+        let what = if r.notification.is_some() {
+            self.notifications += 1;
+            self.in_flight += 1;
+            "ON 0->1, notification sent".to_string()
+        } else if r.on_before {
+            "ON already set: coalesced, no notification".to_string()
+        } else {
+            "SN set: suppressed, no notification".to_string()
+        };
+        let merged = if r.already_pending {
+            ", bit already pending"
+        } else {
+            ""
+        };
+        Ok((
+            r.notification.is_some(),
+            StepNote(format!("post {vector}{urg_note}: {what}{merged}")),
+        ))
+    }
+
+    /// A notification reaches the APIC: IRR is set (a second one merges into it).
+    pub fn notification_arrives(&mut self) -> StepNote {
+        assert!(self.in_flight > 0, "no notification in flight");
+        self.in_flight -= 1;
+        let merged = std::mem::replace(&mut self.irr, true);
+        StepNote(if merged {
+            "notification arrives: merges into pending IRR".into()
+        } else {
+            "notification arrives: IRR set".into()
+        })
+    }
+
+    /// Another CPU sets or clears SN (a locked bit operation on the control word).
+    pub fn set_sn(&mut self, sn: bool, checks: &mut u64) -> Result<StepNote, Violation> {
+        let before = self.desc;
+        self.desc.set_sn(sn);
+        self.check_pir_source(&before, 0, 0, checks)?;
+        Ok(StepNote(format!("{} SN", if sn { "set" } else { "clear" })))
+    }
+
+    /// The SN owner's recheck after clearing SN: if PIR holds anything, test-and-set
+    /// ON and, if it was clear, send the notification (a self-IPI of the notification
+    /// vector). Returns whether it sent one.
+    pub fn sn_recheck(&mut self) -> (bool, StepNote) {
+        if self.desc.pir().is_empty() {
+            return (false, StepNote("recheck after SN clear: PIR empty".into()));
+        }
+        if self.desc.on() {
+            return (
+                false,
+                StepNote("recheck after SN clear: PIR pending, ON already set".into()),
+            );
+        }
+        self.desc.set_on(true);
+        self.notifications += 1;
+        self.in_flight += 1;
+        (
+            true,
+            StepNote("recheck after SN clear: PIR pending, ON 0->1, notification sent".into()),
+        )
+    }
+
+    /// The APIC delivers the pending notification: IRR moves to ISR and a handler entry
+    /// begins. The driver then starts the handler and reports its first suspension with
+    /// [`World::handler_next`].
+    pub fn deliver(&mut self) -> StepNote {
+        assert!(self.can_deliver(), "deliver() while delivery is not possible");
+        self.irr = false;
+        self.isr = true;
+        self.entries += 1;
+        self.run = Some(Run {
+            results: Vec::new(),
+            pending: CpuOp::Eoi, // replaced by handler_next before anyone reads it
+            eois: 0,
+            harvested: VectorSet::EMPTY,
+        });
+        StepNote(format!(
+            "deliver notification {}: IRR->ISR, handler entry {}",
+            POSTED_MSI_NOTIFICATION_VECTOR, self.entries
+        ))
+    }
+
+    fn run_mut(&mut self) -> &mut Run {
+        self.run.as_mut().expect("handler operation with no handler running")
+    }
+
+    /// Performs the operation the running handler is suspended on and returns its
+    /// result (also appended to the run's results).
+    pub fn handler_op(&mut self, op: CpuOp, checks: &mut u64) -> Result<(u64, StepNote), Violation> {
+        let before = self.desc;
+        let bad_word = |word: usize| {
+            Violation::new(
+                Invariant::HandlerContract,
+                format!("{op:?}: PIR word {word} does not exist (0..4)"),
+            )
+        };
+        let (result, note) = match op {
+            CpuOp::LoadPir { word } => {
+                *checks += 1;
+                if word >= 4 {
+                    return Err(bad_word(word));
+                }
+                let v = self.desc.pir_word(word);
+                (v, format!("load PIR[{word}] -> {v:#x}"))
+            }
+            CpuOp::XchgPir { word, value } => {
+                *checks += 1;
+                if word >= 4 {
+                    return Err(bad_word(word));
+                }
+                let old = self.desc.pir_word(word);
+                self.desc.set_pir_word(word, value);
+                self.run_mut().harvested.0[word] |= old & !value;
+                (old, format!("xchg PIR[{word}] <- {value:#x} -> {old:#x}"))
+            }
+            CpuOp::ClearOn => {
+                self.desc.set_on(false);
+                (0, "clear ON".to_string())
+            }
+            CpuOp::TestAndClearOn => {
+                let was = self.desc.on();
+                self.desc.set_on(false);
+                (was as u64, format!("test-and-clear ON -> {}", was as u8))
+            }
+            CpuOp::HandleVector(v) => {
+                let c = self.count_mut(v);
+                c.handled += 1;
+                let c = *c;
+                self.run_mut().harvested.remove(v);
+                *checks += 1;
+                if c.handled > c.posted {
+                    return Err(Violation::new(
+                        Invariant::HandledAtMostPosted,
+                        format!(
+                            "vector {v} handled {} times but posted {} times",
+                            c.handled, c.posted
+                        ),
+                    ));
+                }
+                (0, format!("handle vector {v}"))
+            }
+            CpuOp::Eoi => {
+                *checks += 1;
+                let isr = self.isr;
+                let run = self.run_mut();
+                run.eois += 1;
+                if run.eois > 1 || !isr {
+                    return Err(Violation::new(
+                        Invariant::EoiMatchesEntry,
+                        format!(
+                            "EOI number {} of this entry, with the notification {}",
+                            run.eois,
+                            if isr { "in service" } else { "no longer in service" }
+                        ),
+                    ));
+                }
+                self.isr = false;
+                (0, "EOI".to_string())
+            }
+        };
+        self.check_pir_source(&before, 0, 0, checks)?;
+        self.run_mut().results.push(result);
+        Ok((result, StepNote(note)))
+    }
+
+    /// Records what the handler did after being started or resumed: suspended on
+    /// another operation, or returned. `max_ops` bounds one entry's operations.
+    pub fn handler_next(
+        &mut self,
+        step: Step<CpuOp>,
+        max_ops: u32,
+        checks: &mut u64,
+    ) -> Result<Option<StepNote>, Violation> {
+        match step {
+            Step::Request(op) => {
+                let run = self.run_mut();
+                run.pending = op;
+                *checks += 1;
+                if run.results.len() as u64 >= u64::from(max_ops) {
+                    return Err(Violation::new(
+                        Invariant::HandlerContract,
+                        format!("handler entry still running after {max_ops} operations"),
+                    ));
+                }
+                Ok(None)
+            }
+            Step::Done => {
+                let run = self.run.take().expect("handler returned with no entry running");
+                *checks += 2;
+                if run.eois != 1 {
+                    return Err(Violation::new(
+                        Invariant::EoiMatchesEntry,
+                        format!("handler entry returned after {} EOIs, not 1", run.eois),
+                    ));
+                }
+                if let Some(v) = run.harvested.iter().next() {
+                    return Err(Violation::new(
+                        Invariant::NothingLost,
+                        format!(
+                            "vector {v} was exchanged out of PIR but its handler never ran \
+                             before the entry returned"
+                        ),
+                    ));
+                }
+                Ok(Some(StepNote("handler returns (irq_exit)".into())))
+            }
+        }
+    }
+
+    /// The checks at quiescence: nothing can move any more (no handler running, no
+    /// notification deliverable within the bounds, no hardware step left).
+    pub fn check_quiescent(&self, checks: &mut u64) -> Result<(), Violation> {
+        assert!(self.run.is_none(), "quiescence with a handler running");
+        let on = self.desc.on();
+        let sn = self.desc.sn();
+        let pending = self.irr || self.isr || self.in_flight > 0;
+        *checks += 1;
+        if let Some(v) = self.desc.pir().iter().next() {
+            if on && !pending {
+                return Err(Violation::new(
+                    Invariant::NothingLost,
+                    format!(
+                        "vector {v} is in PIR with ON set but no notification pending or \
+                         in service: ON is stuck, nothing will ever harvest it"
+                    ),
+                ));
+            }
+            if !on && !sn && !pending {
+                return Err(Violation::new(
+                    Invariant::NothingLost,
+                    format!(
+                        "vector {v} is in PIR with ON clear, SN clear and no handler \
+                         running: lost interrupt"
+                    ),
+                ));
+            }
+        }
+        *checks += 1;
+        if on && !pending {
+            return Err(Violation::new(
+                Invariant::NothingLost,
+                "ON is left set with no notification pending or in service: every later \
+                 post will coalesce into a notification that never comes"
+                    .into(),
+            ));
+        }
+        *checks += 1;
+        for c in &self.ledger {
+            if c.handled == 0 && c.posted > 0 && !self.desc.pir().contains(c.vector) {
+                return Err(Violation::new(
+                    Invariant::NothingLost,
+                    format!(
+                        "vector {} was posted {} times, is not in PIR, and was never handled",
+                        c.vector, c.posted
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Lists the vectors of a PIR, e.g. `{0x21 0x61}`.
+pub fn pir_vectors(pir: [u64; 4]) -> String {
+    let set = VectorSet(pir);
+    let items: Vec<String> = set.iter().map(|v| v.to_string()).collect();
+    format!("{{{}}}", items.join(" "))
+}
+
+impl fmt::Display for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "PIR={} ON={} SN={} | IRR={} ISR={}",
+            pir_vectors(self.pir),
+            self.on as u8,
+            self.sn as u8,
+            self.irr as u8,
+            self.isr as u8
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V21: Vector = Vector(0x21);
+
+    #[test]
+    fn post_notifies_once_and_coalesces_after() {
+        let mut w = World::new();
+        let mut checks = 0;
+        let (sent, _) = w.post(V21, false, &mut checks).unwrap();
+        assert!(sent);
+        let (sent, note) = w.post(Vector(0x61), false, &mut checks).unwrap();
+        assert!(!sent);
+        assert!(note.0.contains("coalesced"), "{}", note.0);
+        assert_eq!(w.notifications, 1);
+        assert!(checks >= 4);
+    }
+
+    #[test]
+    fn suppressed_post_is_parked_while_sn_is_set_and_lost_once_cleared() {
+        let mut w = World::new();
+        let mut checks = 0;
+        w.set_sn(true, &mut checks).unwrap();
+        let (sent, _) = w.post(V21, false, &mut checks).unwrap();
+        assert!(!sent);
+        assert!(w.check_quiescent(&mut checks).is_ok(), "parked under SN");
+        w.set_sn(false, &mut checks).unwrap();
+        let err = w.check_quiescent(&mut checks).unwrap_err();
+        assert_eq!(err.invariant, Invariant::NothingLost);
+        // The owner's recheck turns it into a pending notification.
+        let (sent, _) = w.sn_recheck();
+        assert!(sent);
+        w.notification_arrives();
+        assert!(w.check_quiescent(&mut checks).is_ok());
+    }
+
+    #[test]
+    fn stuck_on_is_a_loss_even_with_empty_pir() {
+        let mut w = World::new();
+        w.desc.set_on(true);
+        let err = w.check_quiescent(&mut 0).unwrap_err();
+        assert!(err.detail.contains("ON is left set"), "{err}");
+    }
+
+    #[test]
+    fn handler_ops_account_and_check() {
+        let mut w = World::new();
+        let mut checks = 0;
+        w.post(V21, false, &mut checks).unwrap();
+        w.notification_arrives();
+        w.deliver();
+        w.handler_next(Step::Request(CpuOp::LoadPir { word: 0 }), 100, &mut checks)
+            .unwrap();
+        let (r, _) = w
+            .handler_op(CpuOp::XchgPir { word: 0, value: 0 }, &mut checks)
+            .unwrap();
+        assert_eq!(r, V21.bit());
+        assert!(w.run.as_ref().unwrap().harvested.contains(V21));
+        // Returning before handling what was harvested loses it.
+        let mut lost = w.clone();
+        lost.handler_op(CpuOp::Eoi, &mut checks).unwrap();
+        let err = lost.handler_next(Step::Done, 100, &mut checks).unwrap_err();
+        assert_eq!(err.invariant, Invariant::NothingLost);
+        w.handler_op(CpuOp::HandleVector(V21), &mut checks).unwrap();
+        let err = w
+            .handler_op(CpuOp::HandleVector(V21), &mut checks)
+            .unwrap_err();
+        assert_eq!(err.invariant, Invariant::HandledAtMostPosted);
+    }
+
+    #[test]
+    fn pir_bits_from_nowhere_and_double_eoi_are_caught() {
+        let mut w = World::new();
+        let mut checks = 0;
+        w.post(V21, false, &mut checks).unwrap();
+        w.notification_arrives();
+        w.deliver();
+        let mut forged = w.clone();
+        let err = forged
+            .handler_op(CpuOp::XchgPir { word: 1, value: 1 }, &mut checks)
+            .unwrap_err();
+        assert_eq!(err.invariant, Invariant::NoPirBitFromNowhere);
+        w.handler_op(CpuOp::Eoi, &mut checks).unwrap();
+        let err = w.handler_op(CpuOp::Eoi, &mut checks).unwrap_err();
+        assert_eq!(err.invariant, Invariant::EoiMatchesEntry);
+    }
+
+    #[test]
+    fn snapshot_prints_pending_vectors() {
+        let mut w = World::new();
+        w.post(Vector(0x61), false, &mut 0).unwrap();
+        w.post(V21, false, &mut 0).unwrap();
+        let s = w.snapshot().to_string();
+        assert!(s.starts_with("PIR={0x21 0x61} ON=1 SN=0"), "{s}");
+    }
+}
