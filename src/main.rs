@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use irqsim::experiments::{self, DEFAULT_SEED};
+use irqsim::experiments::{self, ExperimentCtx, DEFAULT_SEED};
 use irqsim::report::table::render_report;
+use irqsim::report::trace::{ChromeTrace, TraceWindow};
 use irqsim::{Scenario, ScenarioError, System};
 
 #[derive(Parser)]
@@ -21,6 +22,61 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// Chrome trace-event output (opens in ui.perfetto.dev).
+#[derive(clap::Args, Default)]
+struct TraceArgs {
+    /// Write a Chrome trace-event JSON file (Perfetto, chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Keep only trace events from this simulated time on, in microseconds.
+    #[arg(long, value_name = "US", requires = "trace")]
+    trace_from: Option<f64>,
+    /// Keep only trace events up to this simulated time, in microseconds.
+    #[arg(long, value_name = "US", requires = "trace")]
+    trace_to: Option<f64>,
+}
+
+impl TraceArgs {
+    fn open(&self) -> Result<Option<ChromeTrace>, String> {
+        let Some(path) = &self.trace else {
+            return Ok(None);
+        };
+        for (flag, v) in [
+            ("--trace-from", self.trace_from),
+            ("--trace-to", self.trace_to),
+        ] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(format!(
+                        "{flag} {v} is not allowed: expected microseconds >= 0"
+                    ));
+                }
+            }
+        }
+        if let (Some(a), Some(b)) = (self.trace_from, self.trace_to) {
+            if a > b {
+                return Err(format!("--trace-from {a} is after --trace-to {b}"));
+            }
+        }
+        ChromeTrace::create(path, TraceWindow::from_us(self.trace_from, self.trace_to))
+            .map(Some)
+            .map_err(|e| format!("cannot create trace file {}: {e}", path.display()))
+    }
+}
+
+fn finish_trace(trace: Option<ChromeTrace>, path: &Option<PathBuf>) -> Result<(), String> {
+    if let (Some(t), Some(p)) = (trace, path) {
+        let n = t
+            .finish()
+            .map_err(|e| format!("cannot write trace file {}: {e}", p.display()))?;
+        eprintln!(
+            "trace: {n} events written to {} (open in ui.perfetto.dev)",
+            p.display()
+        );
+    }
+    Ok(())
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario: a TOML file, or the name of an embedded scenario (see `list`).
@@ -33,6 +89,8 @@ enum Command {
         /// Write the JSON report to PATH, or to stdout with `-` (the table is not printed then).
         #[arg(long, value_name = "PATH|-")]
         json: Option<String>,
+        #[command(flatten)]
+        trace: TraceArgs,
     },
     /// Run a built-in experiment and print its table.
     Experiment {
@@ -44,6 +102,8 @@ enum Command {
         /// Seed of every point of the experiment.
         #[arg(long, default_value_t = DEFAULT_SEED)]
         seed: u64,
+        #[command(flatten)]
+        trace: TraceArgs,
     },
     /// List built-in experiments and embedded scenarios.
     List,
@@ -52,13 +112,24 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => run_experiment("posted-vs-remapped", false, DEFAULT_SEED),
-        Some(Command::Experiment { name, json, seed }) => run_experiment(&name, json, seed),
+        None => run_experiment(
+            "posted-vs-remapped",
+            false,
+            DEFAULT_SEED,
+            &TraceArgs::default(),
+        ),
+        Some(Command::Experiment {
+            name,
+            json,
+            seed,
+            trace,
+        }) => run_experiment(&name, json, seed, &trace),
         Some(Command::Run {
             scenario,
             seed,
             json,
-        }) => run_scenario(&scenario, seed, json.as_deref()),
+            trace,
+        }) => run_scenario(&scenario, seed, json.as_deref(), &trace),
         Some(Command::List) => {
             list();
             Ok(())
@@ -84,7 +155,7 @@ fn list() {
     }
 }
 
-fn run_experiment(name: &str, json: bool, seed: u64) -> Result<(), String> {
+fn run_experiment(name: &str, json: bool, seed: u64, trace: &TraceArgs) -> Result<(), String> {
     let Some(info) = experiments::find(name) else {
         let names: Vec<&str> = experiments::ALL.iter().map(|e| e.name).collect();
         return Err(format!(
@@ -92,7 +163,12 @@ fn run_experiment(name: &str, json: bool, seed: u64) -> Result<(), String> {
             names.join(", ")
         ));
     };
-    let out = (info.run)(seed);
+    let ctx = ExperimentCtx {
+        seed,
+        trace: trace.open()?,
+    };
+    let out = (info.run)(&ctx);
+    finish_trace(ctx.trace, &trace.trace)?;
     let text = if json { out.to_json() } else { out.to_table() };
     print_stdout(&text)
 }
@@ -109,12 +185,30 @@ fn load_scenario(arg: &str) -> Result<Scenario, ScenarioError> {
     Scenario::load(&PathBuf::from(arg))
 }
 
-fn run_scenario(arg: &str, seed: Option<u64>, json: Option<&str>) -> Result<(), String> {
+fn run_scenario(
+    arg: &str,
+    seed: Option<u64>,
+    json: Option<&str>,
+    trace: &TraceArgs,
+) -> Result<(), String> {
     let mut scenario = load_scenario(arg).map_err(|e| e.to_string())?;
     if let Some(seed) = seed {
         scenario.seed = seed;
     }
-    let report = System::run_scenario(&scenario).map_err(|e| e.to_string())?;
+    let mut sys = System::new(&scenario).map_err(|e| e.to_string())?;
+    let tracer = trace.open()?;
+    if let Some(t) = &tracer {
+        let name = if scenario.name.is_empty() {
+            arg
+        } else {
+            &scenario.name
+        };
+        sys.set_observer(Box::new(t.run(name, sys.cpu_count(), &sys.device_names())));
+    }
+    sys.run_to_end();
+    drop(sys.take_observer());
+    finish_trace(tracer, &trace.trace)?;
+    let report = sys.report();
     match json {
         Some("-") => print_stdout(&report.to_json()),
         Some(path) => {

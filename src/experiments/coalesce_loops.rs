@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::posted_vs_remapped;
-use super::ExperimentOutput;
-use crate::{DeliveryMode, System};
+use super::{ExperimentCtx, ExperimentOutput};
+use crate::DeliveryMode;
 
 /// MAX_LOOPS values; 0 means unbounded.
 pub const MAX_LOOPS: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 0];
@@ -25,14 +25,21 @@ pub struct Row {
     pub cpu_busy_frac: f64,
 }
 
+/// Runs the experiment with `seed`.
 pub fn run(seed: u64) -> ExperimentOutput {
+    run_with(&ExperimentCtx::new(seed))
+}
+
+/// Runs the experiment in `ctx` (seed, optional trace).
+pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
+    let seed = ctx.seed;
     let mut rows = Vec::new();
     for &rate in RATES_MPS {
         for &max_loops in MAX_LOOPS {
             let mut sc = posted_vs_remapped::scenario(DeliveryMode::Posted, rate, seed);
             sc.max_loops = max_loops;
             sc.name = format!("coalesce-loops max_loops={max_loops} {rate} M/s");
-            let r = System::run_scenario(&sc).expect("built-in scenario is valid");
+            let r = ctx.run_point(&sc);
             rows.push(Row {
                 max_loops,
                 rate_mps: rate,

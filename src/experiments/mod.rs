@@ -10,7 +10,9 @@ pub mod posted_vs_remapped;
 use serde::Serialize;
 
 use crate::report::table::Table;
+use crate::report::trace::ChromeTrace;
 use crate::report::MODEL_NOTE;
+use crate::{Report, Scenario, System};
 
 /// One experiment's output.
 #[derive(Clone, Debug, Serialize)]
@@ -81,11 +83,42 @@ fn format_cell(v: &serde_json::Value) -> String {
     }
 }
 
+/// How an experiment is run: its seed, and optionally a trace every point writes to.
+pub struct ExperimentCtx {
+    pub seed: u64,
+    pub trace: Option<ChromeTrace>,
+}
+
+impl ExperimentCtx {
+    pub fn new(seed: u64) -> Self {
+        ExperimentCtx { seed, trace: None }
+    }
+
+    /// Runs one point of the experiment to its end, tracing it if asked.
+    pub fn run_point(&self, scenario: &Scenario) -> Report {
+        let sys = System::new(scenario).expect("built-in experiment scenarios are valid");
+        self.finish_point(sys, &scenario.name)
+    }
+
+    /// Runs a system built by the experiment (e.g. with its own handler) to its end.
+    pub fn finish_point(&self, mut sys: System, name: &str) -> Report {
+        if let Some(trace) = &self.trace {
+            sys.set_observer(Box::new(trace.run(
+                name,
+                sys.cpu_count(),
+                &sys.device_names(),
+            )));
+        }
+        sys.run_to_end();
+        sys.report()
+    }
+}
+
 /// A runnable experiment.
 pub struct ExperimentInfo {
     pub name: &'static str,
     pub summary: &'static str,
-    pub run: fn(seed: u64) -> ExperimentOutput,
+    pub run: fn(&ExperimentCtx) -> ExperimentOutput,
 }
 
 /// Every built-in experiment.
@@ -93,17 +126,17 @@ pub const ALL: &[ExperimentInfo] = &[
     ExperimentInfo {
         name: "posted-vs-remapped",
         summary: "one CPU, four DSA queues: handled rate, interrupts per MSI and latency vs offered rate, posted vs remapped",
-        run: posted_vs_remapped::run,
+        run: posted_vs_remapped::run_with,
     },
     ExperimentInfo {
         name: "pir-variants",
         summary: "every PIR-draining variant on one CPU fed by closed-loop DSA queues: IRQ rate, notifications, PID misses, xchgs",
-        run: pir_variants::run,
+        run: pir_variants::run_with,
     },
     ExperimentInfo {
         name: "coalesce-loops",
         summary: "MAX_LOOPS 1..8 and unbounded at a moderate and a high rate: handled rate, notifications per MSI, p99",
-        run: coalesce_loops::run,
+        run: coalesce_loops::run_with,
     },
 ];
 

@@ -7,10 +7,10 @@
 
 use serde::Serialize;
 
-use super::ExperimentOutput;
+use super::{ExperimentCtx, ExperimentOutput};
 use crate::kernel::posted_msi::variant_by_name;
 use crate::system::scenario::{ClosedLoopConfig, CpuConfig, DeviceConfig, DeviceKind};
-use crate::{DeliveryMode, Scenario, System};
+use crate::{DeliveryMode, Scenario};
 
 /// Variants compared, plus "remapped" for the non-posted baseline.
 pub const VARIANTS: &[&str] = &[
@@ -95,12 +95,19 @@ pub fn scenario(variant: &str, vectors: &[u32], inflight: u32, seed: u64) -> Sce
     }
 }
 
+/// Runs the experiment with `seed`.
 pub fn run(seed: u64) -> ExperimentOutput {
+    run_with(&ExperimentCtx::new(seed))
+}
+
+/// Runs the experiment in `ctx` (seed, optional trace).
+pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
+    let seed = ctx.seed;
     let mut rows = Vec::new();
     for &inflight in TOTAL_INFLIGHT {
         for vectors in CASES {
             for variant in VARIANTS {
-                rows.push(point(variant, vectors, inflight, seed));
+                rows.push(point(ctx, variant, vectors, inflight));
             }
         }
     }
@@ -108,9 +115,8 @@ pub fn run(seed: u64) -> ExperimentOutput {
     notes(&mut out);
     out
 }
-fn point(variant: &str, vectors: &[u32], inflight: u32, seed: u64) -> Row {
-    let r = System::run_scenario(&scenario(variant, vectors, inflight, seed))
-        .expect("built-in scenario is valid");
+fn point(ctx: &ExperimentCtx, variant: &str, vectors: &[u32], inflight: u32) -> Row {
+    let r = ctx.run_point(&scenario(variant, vectors, inflight, ctx.seed));
     let secs = r.sim_time_ns * 1e-9;
     let c = &r.cpu[0];
     let irqs = c.handler_calls.max(1) as f64;

@@ -6,9 +6,9 @@
 
 use serde::Serialize;
 
-use super::ExperimentOutput;
+use super::{ExperimentCtx, ExperimentOutput};
 use crate::system::scenario::{CpuConfig, DeviceConfig, DeviceKind};
-use crate::{DeliveryMode, Scenario, System};
+use crate::{DeliveryMode, Scenario};
 use devices::ArrivalProcess;
 
 /// Offered aggregate rates, M MSIs/s.
@@ -70,12 +70,19 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
     }
 }
 
+/// Runs the experiment with `seed`.
 pub fn run(seed: u64) -> ExperimentOutput {
+    run_with(&ExperimentCtx::new(seed))
+}
+
+/// Runs the experiment in `ctx` (seed, optional trace).
+pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
+    let seed = ctx.seed;
     let mut rows = Vec::new();
     for mode in [DeliveryMode::Posted, DeliveryMode::Remapped] {
         for &rate in RATES_MPS {
             let sc = scenario(mode, rate, seed);
-            let r = System::run_scenario(&sc).expect("built-in scenario is valid");
+            let r = ctx.run_point(&sc);
             let gen = r.msis.generated.max(1) as f64;
             rows.push(Row {
                 mode: mode.as_str().into(),

@@ -4,6 +4,7 @@
 //! every JSON report and table.
 
 pub mod table;
+pub mod trace;
 
 use std::collections::BTreeMap;
 
@@ -154,6 +155,10 @@ pub struct LatencySummary {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// The full distribution: `[value_ns, count]` for every recorded bucket, ascending.
+    /// Buckets are HDR-histogram buckets with 3 significant digits (values within 0.1%
+    /// of each other share a bucket; `value_ns` is the bucket's highest value).
+    pub histogram: Vec<[u64; 2]>,
 }
 
 impl Report {

@@ -6,6 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use sim_core::{Duration, SimTime};
 
+use super::ledger::MsiToken;
 use super::scenario::ClosedLoopConfig;
 use super::{Event, InFlightMsi, System};
 use crate::engine::Priority;
@@ -110,7 +111,7 @@ impl System {
         let (msi, next) = q.complete(now, &mut d.rng);
         self.queue
             .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
-        self.raise_msi(now, msi);
+        self.raise_msi(now, device, msi);
     }
 
     /// A descriptor written by the host reaches a closed-loop work queue.
@@ -151,20 +152,29 @@ impl System {
                 .schedule(t, Priority::DEVICE, Event::DsaEngineDone { device });
         }
         if let Some(msi) = msi {
-            self.raise_msi(now, msi);
+            self.raise_msi(now, device, msi);
         }
     }
 
     /// A device writes an MSI; it reaches the IOMMU after the posted write's latency.
-    fn raise_msi(&mut self, now: SimTime, msi: RaisedMsi) {
+    fn raise_msi(&mut self, now: SimTime, device: u32, msi: RaisedMsi) {
+        let token = MsiToken {
+            id: self.ledger.generated,
+            raised: msi.at,
+        };
         self.ledger.generated += 1;
         self.ledger.device_to_iommu += 1;
+        self.emit(super::SimEvent::MsiRaised {
+            t: now,
+            device,
+            msi: token,
+        });
         let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
         self.queue.schedule(
             arrive,
             Priority::DEVICE,
             Event::MsiAtIommu(InFlightMsi {
-                raised: msi.at,
+                token,
                 message: msi.message,
                 source_id: msi.source_id,
             }),

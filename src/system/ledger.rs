@@ -8,17 +8,24 @@ use std::collections::BTreeMap;
 
 use sim_core::{SimTime, Vector};
 
+/// One MSI: its sequence number in the run (0, 1, ...) and when it was raised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsiToken {
+    pub id: u64,
+    pub raised: SimTime,
+}
+
 /// MSIs waiting at one (CPU, vector).
 #[derive(Default, Debug)]
 struct Slot {
     /// Bit set in the CPU's PIR (posted mode).
-    in_pir: Vec<SimTime>,
+    in_pir: Vec<MsiToken>,
     /// Taken out of PIR by a locked exchange, not yet dispatched.
-    harvested: Vec<SimTime>,
+    harvested: Vec<MsiToken>,
     /// Bit set in the LAPIC's IRR (remapped mode).
-    in_irr: Vec<SimTime>,
+    in_irr: Vec<MsiToken>,
     /// Acknowledged into ISR, handler not started.
-    in_service: Vec<SimTime>,
+    in_service: Vec<MsiToken>,
 }
 
 const NO_SLOT: u16 = u16::MAX;
@@ -111,20 +118,20 @@ impl Ledger {
         self.dropped.values().sum()
     }
 
-    /// The IOMMU set PIR[v] of `cpu` for an MSI raised at `raised`.
-    pub fn posted(&mut self, cpu: usize, v: Vector, raised: SimTime, merged: bool) {
+    /// The IOMMU set PIR[v] of `cpu` for `msi`.
+    pub fn posted(&mut self, cpu: usize, v: Vector, msi: MsiToken, merged: bool) {
         if merged {
             self.merged += 1;
         }
-        self.cpus[cpu].get_mut(v).in_pir.push(raised);
+        self.cpus[cpu].get_mut(v).in_pir.push(msi);
     }
 
-    /// The LAPIC of `cpu` set IRR[v] for an MSI raised at `raised`.
-    pub fn accepted_in_irr(&mut self, cpu: usize, v: Vector, raised: SimTime, merged: bool) {
+    /// The LAPIC of `cpu` set IRR[v] for `msi`.
+    pub fn accepted_in_irr(&mut self, cpu: usize, v: Vector, msi: MsiToken, merged: bool) {
         if merged {
             self.merged += 1;
         }
-        self.cpus[cpu].get_mut(v).in_irr.push(raised);
+        self.cpus[cpu].get_mut(v).in_irr.push(msi);
     }
 
     /// A locked exchange on PIR word `word` of `cpu` returned `bits`: every MSI behind
@@ -147,9 +154,9 @@ impl Ledger {
         slot.in_service.extend(moved);
     }
 
-    /// Vector `v`'s handler starts at `now` on `cpu`; returns the raise times of the
-    /// MSIs it serves (empty for a spurious call).
-    pub fn handler_started(&mut self, cpu: usize, v: Vector, out: &mut Vec<SimTime>) {
+    /// Vector `v`'s handler starts on `cpu`; fills `out` with the MSIs it serves
+    /// (empty for a spurious call).
+    pub fn handler_started(&mut self, cpu: usize, v: Vector, out: &mut Vec<MsiToken>) {
         out.clear();
         let slot = self.cpus[cpu].get_mut(v);
         out.append(&mut slot.harvested);
@@ -188,17 +195,24 @@ impl Ledger {
 mod tests {
     use super::*;
 
+    fn tok(id: u64, raised: u64) -> MsiToken {
+        MsiToken {
+            id,
+            raised: SimTime(raised),
+        }
+    }
+
     #[test]
     fn merged_msis_are_each_handled_once() {
         let mut l = Ledger::new(1);
         l.generated = 2;
-        l.posted(0, Vector(0x21), SimTime(10), false);
-        l.posted(0, Vector(0x21), SimTime(20), true);
+        l.posted(0, Vector(0x21), tok(0, 10), false);
+        l.posted(0, Vector(0x21), tok(1, 20), true);
         assert!(l.is_balanced());
         l.harvested_word(0, 0, 1 << 0x21);
         let mut served = Vec::new();
         l.handler_started(0, Vector(0x21), &mut served);
-        assert_eq!(served, vec![SimTime(10), SimTime(20)]);
+        assert_eq!(served, vec![tok(0, 10), tok(1, 20)]);
         assert_eq!((l.handled, l.merged), (2, 1));
         assert!(l.is_balanced());
         l.handler_started(0, Vector(0x21), &mut served);
@@ -209,12 +223,12 @@ mod tests {
     #[test]
     fn posts_after_harvest_wait_for_the_next_harvest() {
         let mut l = Ledger::new(1);
-        l.posted(0, Vector(0x40), SimTime(1), false);
+        l.posted(0, Vector(0x40), tok(0, 1), false);
         l.harvested_word(0, 1, 1 << 0);
-        l.posted(0, Vector(0x40), SimTime(2), false);
+        l.posted(0, Vector(0x40), tok(1, 2), false);
         let mut served = Vec::new();
         l.handler_started(0, Vector(0x40), &mut served);
-        assert_eq!(served, vec![SimTime(1)]);
+        assert_eq!(served, vec![tok(0, 1)]);
         assert_eq!(l.pending().pir, 1);
     }
 }

@@ -15,6 +15,7 @@ pub mod costs;
 pub mod cpu;
 pub mod device_runtime;
 pub mod ledger;
+pub mod observe;
 pub mod scenario;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -40,12 +41,24 @@ use crate::report::{
 };
 pub use costs::{Costs, CpuCosts, DeviceCosts};
 pub use cpu::{CpuState, CpuTime};
-use ledger::Ledger;
+use ledger::{Ledger, MsiToken};
+pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
 pub use scenario::{DeliveryMode, DeviceConfig, DeviceKind, Scenario, ScenarioError};
 
 /// Largest latency the histogram resolves (one hour, in ns); larger values saturate.
 /// Fixed bounds keep the histogram's memory constant over a run.
 const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
+
+/// The descriptor-line access a CPU operation makes, if any.
+fn line_op_of(op: CpuOp) -> Option<LineOp> {
+    match op {
+        CpuOp::LoadPir { word } => Some(LineOp::Load { word }),
+        CpuOp::XchgPir { word, value } => Some(LineOp::Xchg { word, value }),
+        CpuOp::ClearOn => Some(LineOp::LockedBitClear { bit: ON_BIT }),
+        CpuOp::TestAndClearOn => Some(LineOp::LockedTestAndClear { bit: ON_BIT }),
+        CpuOp::HandleVector(_) | CpuOp::Eoi => None,
+    }
+}
 
 /// Everything that happens in a run is one of these.
 #[derive(Clone, Copy, Debug)]
@@ -60,13 +73,13 @@ enum Event {
     MsiAtIommu(InFlightMsi),
     /// The IOMMU finished the current stage of the request at the head of its FIFO.
     IommuStageDone,
-    /// An interrupt message reaches a local APIC. `raised` is set for device MSIs and
+    /// An interrupt message reaches a local APIC. `msi` is set for device MSIs and
     /// empty for posted-interrupt notifications.
     ApicMessage {
         cpu: u32,
         vector: Vector,
         level: bool,
-        raised: Option<SimTime>,
+        msi: Option<MsiToken>,
     },
     /// The CPU's current activity (entry, one operation, exit) completes.
     CpuStep { cpu: u32 },
@@ -74,7 +87,7 @@ enum Event {
 
 #[derive(Clone, Copy, Debug)]
 struct InFlightMsi {
-    raised: SimTime,
+    token: MsiToken,
     message: MsiMessage,
     source_id: u16,
 }
@@ -83,11 +96,12 @@ struct InFlightMsi {
 #[derive(Clone, Copy, Debug)]
 enum IommuStage {
     Remap(RemapAction),
-    /// The atomic update of CPU `cpu`'s descriptor.
+    /// The atomic update of CPU `cpu`'s descriptor, begun at `started`.
     PostWrite {
         cpu: u32,
         vector: Vector,
         urg: bool,
+        started: SimTime,
     },
 }
 
@@ -123,9 +137,10 @@ pub struct System {
     notifications_sent: u64,
     notifications_suppressed: u64,
     notifications_undeliverable: u64,
-    served: Vec<SimTime>,
+    served: Vec<MsiToken>,
     end_of_scenario: SimTime,
     wall: std::time::Duration,
+    observer: Option<Box<dyn Observer>>,
 }
 
 impl System {
@@ -270,6 +285,7 @@ impl System {
             end_of_scenario: SimTime::ZERO + Duration::from_secs_f64(sc.duration_us * 1e-6),
             costs,
             wall: std::time::Duration::ZERO,
+            observer: None,
         };
         system.start_devices();
         Ok(system)
@@ -336,6 +352,16 @@ impl System {
         Some(t)
     }
 
+    /// Number of CPUs.
+    pub fn cpu_count(&self) -> u32 {
+        self.cpus.len() as u32
+    }
+
+    /// Device names, in scenario order.
+    pub fn device_names(&self) -> Vec<String> {
+        self.devices.iter().map(|d| d.name.clone()).collect()
+    }
+
     /// MSIs handled so far.
     pub fn msis_handled(&self) -> u64 {
         self.ledger.handled
@@ -362,8 +388,8 @@ impl System {
                 cpu,
                 vector,
                 level,
-                raised,
-            } => self.on_apic_message(now, cpu, vector, level, raised),
+                msi,
+            } => self.on_apic_message(now, cpu, vector, level, msi),
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
         }
     }
@@ -380,6 +406,38 @@ impl System {
         self.iommu.current = Some((msi, IommuStage::Remap(out.action)));
         self.queue
             .schedule(now + out.cost, Priority::IOMMU, Event::IommuStageDone);
+        if self.observing() {
+            let unknown = u32::MAX;
+            let what = match out.action {
+                RemapAction::Deliver { dest, vector, .. } => IommuWork::Remapped {
+                    cpu: self.apic_to_cpu.get(&dest.0).copied().unwrap_or(unknown),
+                    vector,
+                },
+                RemapAction::Post { pda, vector, .. } => IommuWork::PostLookup {
+                    cpu: self.pda_to_cpu.get(&pda).copied().unwrap_or(unknown),
+                    vector,
+                },
+                RemapAction::Blocked { reason, .. } => IommuWork::Fault {
+                    code: reason.code(),
+                },
+            };
+            self.emit(SimEvent::IommuWork {
+                start: now,
+                dur: out.cost,
+                msi: msi.token,
+                what,
+            });
+        }
+    }
+
+    /// Drops `msi` for `reason`: counted in the balance and reported to the observer.
+    fn drop_msi(&mut self, now: SimTime, msi: MsiToken, reason: &'static str) {
+        self.ledger.drop_msi(reason);
+        self.emit(SimEvent::MsiDropped {
+            t: now,
+            msi,
+            reason,
+        });
     }
 
     fn on_iommu_stage_done(&mut self, now: SimTime) {
@@ -391,7 +449,7 @@ impl System {
         match stage {
             IommuStage::Remap(RemapAction::Blocked { reason, .. }) => {
                 self.ledger.iommu -= 1;
-                self.ledger.drop_msi(reason.name());
+                self.drop_msi(now, msi.token, reason.name());
             }
             IommuStage::Remap(RemapAction::Deliver {
                 dest,
@@ -411,11 +469,11 @@ impl System {
                                 cpu,
                                 vector,
                                 level: level_triggered,
-                                raised: Some(msi.raised),
+                                msi: Some(msi.token),
                             },
                         );
                     }
-                    None => self.ledger.drop_msi("no_cpu_at_destination"),
+                    None => self.drop_msi(now, msi.token, "no_cpu_at_destination"),
                 }
             }
             IommuStage::Remap(RemapAction::Post {
@@ -429,32 +487,76 @@ impl System {
                         &self.costs.pid_line,
                         self.freq,
                     );
-                    self.iommu.current = Some((msi, IommuStage::PostWrite { cpu, vector, urg }));
+                    self.iommu.current = Some((
+                        msi,
+                        IommuStage::PostWrite {
+                            cpu,
+                            vector,
+                            urg,
+                            started: now,
+                        },
+                    ));
                     self.queue
                         .schedule(now + cost, Priority::IOMMU, Event::IommuStageDone);
+                    // The IOMMU owns the line for the length of its atomic update.
+                    self.emit(SimEvent::PidLineState {
+                        t: now,
+                        line: cpu,
+                        agent: None,
+                        state: pid_model::Mesi::M,
+                    });
                     return;
                 }
                 None => {
                     self.ledger.iommu -= 1;
-                    self.ledger.drop_msi("pda_not_a_cpu_descriptor");
+                    self.drop_msi(now, msi.token, "pda_not_a_cpu_descriptor");
                 }
             },
-            IommuStage::PostWrite { cpu, vector, urg } => {
+            IommuStage::PostWrite {
+                cpu,
+                vector,
+                urg,
+                started,
+            } => {
                 let agent = self.iommu.agent;
+                let before = if self.observing() {
+                    let mut b = self.line_snapshot(cpu);
+                    b.push((agent, pid_model::Mesi::M));
+                    b
+                } else {
+                    Vec::new()
+                };
                 let result = self.cpus[cpu as usize]
                     .pid
                     .perform(agent, LineOp::IommuPost { vector, urg })
                     .post()
                     .expect("an IOMMU post yields a PostResult");
+                self.emit_line_changes(now, cpu, &before);
+                self.emit(SimEvent::IommuWork {
+                    start: started,
+                    dur: now.since(started),
+                    msi: msi.token,
+                    what: IommuWork::Posted {
+                        cpu,
+                        vector,
+                        merged: result.already_pending,
+                        notified: result.notification.is_some(),
+                    },
+                });
                 self.iommu.updates += 1;
                 self.ledger.iommu -= 1;
                 self.ledger
-                    .posted(cpu as usize, vector, msi.raised, result.already_pending);
+                    .posted(cpu as usize, vector, msi.token, result.already_pending);
                 match result.notification {
                     Some(n) => {
                         self.notifications_sent += 1;
                         match self.apic_to_cpu.get(&n.ndst) {
                             Some(&target) => {
+                                self.emit(SimEvent::NotificationSent {
+                                    t: now,
+                                    cpu: target,
+                                    vector: n.nv,
+                                });
                                 let at = self.iommu.fabric.submit(now);
                                 self.queue.schedule(
                                     at,
@@ -463,7 +565,7 @@ impl System {
                                         cpu: target,
                                         vector: n.nv,
                                         level: false,
-                                        raised: None,
+                                        msi: None,
                                     },
                                 );
                             }
@@ -483,21 +585,23 @@ impl System {
         cpu: u32,
         vector: Vector,
         level: bool,
-        raised: Option<SimTime>,
+        msi: Option<MsiToken>,
     ) {
         let c = cpu as usize;
         let outcome = self.cpus[c].apic.accept(vector, level);
-        if let Some(raised) = raised {
+        if let Some(msi) = msi {
             self.ledger.fabric -= 1;
             match outcome {
-                AcceptOutcome::Accepted => self.ledger.accepted_in_irr(c, vector, raised, false),
-                AcceptOutcome::AlreadyPending => {
-                    self.ledger.accepted_in_irr(c, vector, raised, true)
-                }
-                AcceptOutcome::Rejected(reason) => self.ledger.drop_msi(match reason {
-                    apic_sim::RejectReason::IllegalVector => "apic_illegal_vector",
-                    apic_sim::RejectReason::SoftwareDisabled => "apic_software_disabled",
-                }),
+                AcceptOutcome::Accepted => self.ledger.accepted_in_irr(c, vector, msi, false),
+                AcceptOutcome::AlreadyPending => self.ledger.accepted_in_irr(c, vector, msi, true),
+                AcceptOutcome::Rejected(reason) => self.drop_msi(
+                    now,
+                    msi,
+                    match reason {
+                        apic_sim::RejectReason::IllegalVector => "apic_illegal_vector",
+                        apic_sim::RejectReason::SoftwareDisabled => "apic_software_disabled",
+                    },
+                ),
             }
         }
         self.try_take_interrupt(now, cpu);
@@ -519,6 +623,7 @@ impl System {
         }
         self.queue
             .schedule(now + cost, Priority::CPU, Event::CpuStep { cpu });
+        self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqEntry { vector });
     }
 
     fn is_notification(&self, vector: Vector) -> bool {
@@ -546,7 +651,7 @@ impl System {
                     .op_in_flight
                     .take()
                     .expect("running CPU stepped with no operation in flight");
-                let result = self.complete_op(cpu, op);
+                let result = self.complete_op(now, cpu, op);
                 self.resume_algorithm(now, cpu, Some(result));
             }
             CpuState::Exiting => {
@@ -557,40 +662,34 @@ impl System {
     }
 
     /// Applies the effect of an operation at its completion time and returns its result.
-    fn complete_op(&mut self, cpu: u32, op: CpuOp) -> u64 {
-        let c = &mut self.cpus[cpu as usize];
-        let agent = c.agent;
-        match op {
-            CpuOp::LoadPir { word } => c
-                .pid
-                .perform(agent, LineOp::Load { word })
-                .word()
-                .expect("a load yields a word"),
-            CpuOp::XchgPir { word, value } => {
-                let old = c
-                    .pid
-                    .perform(agent, LineOp::Xchg { word, value })
-                    .word()
-                    .expect("an exchange yields the old word");
-                self.ledger.harvested_word(cpu as usize, word, old);
-                old
-            }
-            CpuOp::ClearOn => {
-                let _ = c.pid.perform(agent, LineOp::LockedBitClear { bit: ON_BIT });
-                0
-            }
-            CpuOp::TestAndClearOn => {
-                c.pid
-                    .perform(agent, LineOp::LockedTestAndClear { bit: ON_BIT })
-                    .bit()
-                    .expect("test-and-clear yields the old bit") as u64
-            }
-            CpuOp::HandleVector(_) => 0,
-            CpuOp::Eoi => {
-                let _ = c.apic.eoi();
-                0
-            }
+    fn complete_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> u64 {
+        if let Some(line_op) = line_op_of(op) {
+            let before = if self.observing() {
+                self.line_snapshot(cpu)
+            } else {
+                Vec::new()
+            };
+            let c = &mut self.cpus[cpu as usize];
+            let result = c.pid.perform(c.agent, line_op);
+            let value = match op {
+                CpuOp::LoadPir { .. } => result.word().expect("a load yields a word"),
+                CpuOp::XchgPir { word, .. } => {
+                    let old = result.word().expect("an exchange yields the old word");
+                    self.ledger.harvested_word(cpu as usize, word, old);
+                    old
+                }
+                CpuOp::TestAndClearOn => {
+                    result.bit().expect("test-and-clear yields the old bit") as u64
+                }
+                _ => 0,
+            };
+            self.emit_line_changes(now, cpu, &before);
+            return value;
         }
+        if op == CpuOp::Eoi {
+            let _ = self.cpus[cpu as usize].apic.eoi();
+        }
+        0
     }
 
     /// Resumes the CPU's algorithm and schedules its next operation, or the exit.
@@ -607,6 +706,7 @@ impl System {
                 self.cpus[c].state = CpuState::Exiting;
                 let cost = self.freq.cycles_f64(self.costs.cpu.irq_exit_cycles);
                 self.cpus[c].time.irq_exit += cost;
+                self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqExit);
                 cost
             }
             Step::Request(op) => {
@@ -623,26 +723,20 @@ impl System {
     /// Charges an operation at issue and does what happens at its start.
     fn start_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> Duration {
         let c = cpu as usize;
-        let line_op = match op {
-            CpuOp::LoadPir { word } => Some(LineOp::Load { word }),
-            CpuOp::XchgPir { word, value } => Some(LineOp::Xchg { word, value }),
-            CpuOp::ClearOn => Some(LineOp::LockedBitClear { bit: ON_BIT }),
-            CpuOp::TestAndClearOn => Some(LineOp::LockedTestAndClear { bit: ON_BIT }),
-            CpuOp::HandleVector(_) | CpuOp::Eoi => None,
-        };
-        if let Some(line_op) = line_op {
+        if let Some(line_op) = line_op_of(op) {
             let cpu_ref = &mut self.cpus[c];
             let cost = cpu_ref
                 .pid
                 .cost(cpu_ref.agent, &line_op, &self.costs.pid_line, self.freq);
             cpu_ref.time.pid_access += cost;
+            self.emit_cpu_span(cpu, now, cost, CpuActivity::PidAccess { op });
             return cost;
         }
         match op {
             CpuOp::HandleVector(vector) => {
                 self.ledger.handler_started(c, vector, &mut self.served);
-                for raised in &self.served {
-                    let ns = now.since(*raised).as_ps().div_ceil(1000);
+                for msi in &self.served {
+                    let ns = now.since(msi.raised).as_ps().div_ceil(1000);
                     self.latency.saturating_record(ns);
                 }
                 self.cpus[c].handler_calls += 1;
@@ -652,11 +746,21 @@ impl System {
                 };
                 let cost = self.freq.cycles_f64(self.costs.cpu.irq_flow_cycles + body);
                 self.cpus[c].time.handlers += cost;
+                if let Some(o) = self.observer.as_deref_mut() {
+                    o.event(&SimEvent::HandlerServes {
+                        t: now,
+                        cpu,
+                        vector,
+                        msis: &self.served,
+                    });
+                }
+                self.emit_cpu_span(cpu, now, cost, CpuActivity::Handler { vector });
                 cost
             }
             CpuOp::Eoi => {
                 let cost = self.freq.cycles(self.costs.apic.wrmsr_eoi_cycles as u64);
                 self.cpus[c].time.eoi += cost;
+                self.emit_cpu_span(cpu, now, cost, CpuActivity::Eoi);
                 cost
             }
             _ => unreachable!("line operations returned above"),
@@ -781,6 +885,10 @@ impl System {
             p99: q(0.99),
             p999: q(0.999),
             max: if h.is_empty() { 0.0 } else { h.max() as f64 },
+            histogram: h
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                .collect(),
         };
 
         let interrupts_taken = self.cpus.iter().map(|c| c.interrupts_taken).sum();
