@@ -205,7 +205,7 @@ fn run_scenario(
         };
         sys.set_observer(Box::new(t.run(name, sys.cpu_count(), &sys.device_names())));
     }
-    sys.run_to_end();
+    run_with_progress(&mut sys, scenario.duration_us);
     drop(sys.take_observer());
     finish_trace(tracer, &trace.trace)?;
     let report = sys.report();
@@ -218,6 +218,37 @@ fn run_scenario(
         }
         None => print_stdout(&render_report(&report)),
     }
+}
+
+/// Runs to the end; when stderr is a terminal, shows simulated time done and the
+/// event rate as it goes (quiet otherwise, so logs and pipes stay clean).
+fn run_with_progress(sys: &mut System, duration_us: f64) {
+    use std::io::IsTerminal;
+    let stderr = std::io::stderr();
+    if !stderr.is_terminal() {
+        sys.run_to_end();
+        return;
+    }
+    const SLICES: u32 = 100;
+    let slice = sim_core::Duration::from_secs_f64(duration_us * 1e-6 / SLICES as f64);
+    let started = std::time::Instant::now();
+    for i in 1..=SLICES {
+        if i == SLICES {
+            sys.run_to_end();
+        } else {
+            sys.run_for(slice);
+        }
+        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        eprint!(
+            "\r  simulated {:.1} of {:.1} us ({:>3}%), {} events, {:.2} M events/s ",
+            sys.now().as_ns_f64() / 1e3,
+            duration_us,
+            i,
+            sys.events(),
+            sys.events() as f64 / secs / 1e6
+        );
+    }
+    eprintln!();
 }
 
 /// Prints, treating a closed pipe (e.g. `| head`) as success rather than a panic.

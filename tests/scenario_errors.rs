@@ -373,3 +373,27 @@ fn closed_loop_device_is_valid_and_runs() {
     assert!(r.msis.balanced && r.msis.handled > 0);
     assert_eq!(r.devices[0].kind, "dsa-closed-loop");
 }
+
+#[test]
+fn misspelled_field_gets_a_did_you_mean() {
+    let msg = check(|s| s.replace("duration_us = 100", "duraton_us = 100"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("duraton_us") && msg.contains("did you mean `duration_us`?"),
+        "{msg}"
+    );
+    let msg = check(|s| s.replace("irte_entries = 64", "irte_entires = 64"))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("did you mean `irte_entries`?"), "{msg}");
+    let msg = check(|s| s.replace("mode = \"posted\"", "mode = \"postd\""))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("did you mean `posted`?"), "{msg}");
+    // Nothing close: no suggestion.
+    let msg = check(|s| s.replace("duration_us = 100", "duration_us = 100\nzzzzzzzzzzzz = 1"))
+        .unwrap_err()
+        .to_string();
+    assert!(!msg.contains("did you mean"), "{msg}");
+}

@@ -11,6 +11,7 @@
 //!  LAPIC ─▶ CPU (idle, IF=1): entry ─▶ kernel algorithm (one event per operation) ─▶ exit
 //! ```
 
+pub mod builder;
 pub mod costs;
 pub mod cpu;
 pub mod device_runtime;
@@ -39,11 +40,15 @@ use crate::report::{
     CpuReport, IommuReport, LatencySummary, MsiBalance, Notifications, PidAgentReport,
     PidLineDetail, PidLineReport, Report, MODEL_NOTE,
 };
+pub use builder::ScenarioBuilder;
 pub use costs::{Costs, CpuCosts, DeviceCosts};
 pub use cpu::{CpuState, CpuTime};
 use ledger::{Ledger, MsiToken};
 pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
-pub use scenario::{DeliveryMode, DeviceConfig, DeviceKind, Scenario, ScenarioError};
+pub use scenario::{
+    ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, Scenario,
+    ScenarioError,
+};
 
 /// Largest latency the histogram resolves (one hour, in ns); larger values saturate.
 /// Fixed bounds keep the histogram's memory constant over a run.

@@ -267,12 +267,60 @@ impl ScenarioError {
     }
 }
 
+/// Appends "did you mean `x`?" to serde's unknown-field and unknown-variant messages
+/// ("unknown field `duraton_us`, expected one of `name`, `seed`, ...").
+fn with_suggestion(message: String) -> String {
+    let Some(start) = message
+        .find("unknown field `")
+        .map(|i| i + "unknown field `".len())
+        .or_else(|| {
+            message
+                .find("unknown variant `")
+                .map(|i| i + "unknown variant `".len())
+        })
+    else {
+        return message;
+    };
+    let Some(len) = message[start..].find('`') else {
+        return message;
+    };
+    let given = &message[start..start + len];
+    let rest = &message[start + len..];
+    let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
+    let best = expected
+        .iter()
+        .map(|cand| (edit_distance(given, cand), *cand))
+        .min();
+    match best {
+        Some((d, cand)) if d <= given.len().max(cand.len()) / 2 => {
+            format!("{}\ndid you mean `{cand}`?", message.trim_end())
+        }
+        _ => message,
+    }
+}
+
+/// Levenshtein distance between two short identifiers.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 impl Scenario {
     /// Parses TOML text; `origin` names the source in errors.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         toml::from_str(text).map_err(|e| ScenarioError::Parse {
             path: origin.into(),
-            message: e.to_string(),
+            message: with_suggestion(e.to_string()),
         })
     }
 
