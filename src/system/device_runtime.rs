@@ -28,6 +28,12 @@ pub(super) struct Device {
     pub model: DeviceModel,
     pub rng: ChaCha8Rng,
     pub handler_cycles: f64,
+    /// MSIs this device must write but cannot yet: no request credit was free.
+    pub msi_backlog: u64,
+    /// Times an MSI had to wait for a credit.
+    pub msi_stalls: u64,
+    /// Whether the device is in the queue of devices waiting for a credit.
+    pub waiting_for_credit: bool,
 }
 
 /// Per-device figures in the report.
@@ -36,6 +42,7 @@ pub struct DeviceReport {
     pub name: String,
     /// "dsa-open" or "dsa-closed-loop".
     pub kind: &'static str,
+    /// Completions that asked for an MSI (written, or still held back: `msi_backlog`).
     pub msis_raised: u64,
     pub descriptors_completed: u64,
     pub descriptors_submitted: u64,
@@ -45,10 +52,30 @@ pub struct DeviceReport {
     pub descriptors_dropped: u64,
     /// Completions reaped by handlers.
     pub descriptors_reaped: u64,
+    /// MSIs the device still has to write at the end: flow control held them back.
+    pub msi_backlog: u64,
+    /// MSIs that had to wait for flow-control credit.
+    pub msi_stalls: u64,
 }
 
 impl Device {
+    /// The MSI (address, data) and requester id this device writes.
+    fn msi_identity(&self) -> (sim_core::MsiMessage, u16) {
+        match &self.model {
+            DeviceModel::Open(q) => (q.message(), q.source_id()),
+            DeviceModel::Closed { wq, .. } => (wq.message(), wq.source_id()),
+        }
+    }
+
     pub(super) fn report(&self) -> DeviceReport {
+        DeviceReport {
+            msi_backlog: self.msi_backlog,
+            msi_stalls: self.msi_stalls,
+            ..self.model_report()
+        }
+    }
+
+    fn model_report(&self) -> DeviceReport {
         match &self.model {
             DeviceModel::Open(q) => DeviceReport {
                 name: self.name.clone(),
@@ -68,6 +95,7 @@ impl Device {
                     submit_retries: c.retries,
                     descriptors_dropped: c.dropped_wq_full,
                     descriptors_reaped: c.completed - unreaped,
+                    ..DeviceReport::default()
                 }
             }
         }
@@ -156,11 +184,52 @@ impl System {
         }
     }
 
-    /// A device writes an MSI; it reaches the IOMMU after the posted write's latency.
+    /// A device wants to write an MSI: it does so at once if a request credit is free,
+    /// else the MSI waits in the device (counted, in constant memory) until one is.
     fn raise_msi(&mut self, now: SimTime, device: u32, msi: RaisedMsi) {
+        if self.iommu.credits_free == 0 {
+            let d = &mut self.devices[device as usize];
+            d.msi_backlog += 1;
+            d.msi_stalls += 1;
+            if !d.waiting_for_credit {
+                d.waiting_for_credit = true;
+                self.iommu.credit_waiters.push_back(device);
+            }
+            return;
+        }
+        self.write_msi(now, device, msi.message, msi.source_id);
+    }
+
+    /// A request credit came back: the longest-waiting device writes one held MSI and,
+    /// if it has more, queues again behind the others (round robin).
+    pub(super) fn credit_returned(&mut self, now: SimTime) {
+        self.iommu.credits_free += 1;
+        let Some(device) = self.iommu.credit_waiters.pop_front() else {
+            return;
+        };
+        let d = &mut self.devices[device as usize];
+        d.msi_backlog -= 1;
+        if d.msi_backlog > 0 {
+            self.iommu.credit_waiters.push_back(device);
+        } else {
+            d.waiting_for_credit = false;
+        }
+        let (message, source_id) = d.msi_identity();
+        self.write_msi(now, device, message, source_id);
+    }
+
+    /// The device writes an MSI now; it reaches the IOMMU after the write's latency.
+    fn write_msi(
+        &mut self,
+        now: SimTime,
+        device: u32,
+        message: sim_core::MsiMessage,
+        source_id: u16,
+    ) {
+        self.iommu.credits_free -= 1;
         let token = MsiToken {
             id: self.ledger.generated,
-            raised: msi.at,
+            raised: now,
         };
         self.ledger.generated += 1;
         self.ledger.device_to_iommu += 1;
@@ -175,8 +244,8 @@ impl System {
             Priority::DEVICE,
             Event::MsiAtIommu(InFlightMsi {
                 token,
-                message: msi.message,
-                source_id: msi.source_id,
+                message,
+                source_id,
             }),
         );
     }

@@ -117,6 +117,18 @@ struct IommuUnit {
     fabric: InterruptMessageFabric,
     agent: Agent,
     updates: u64,
+    /// Request credits not taken by an MSI in flight to, or queued in, the unit.
+    credits_free: u32,
+    /// Devices holding MSIs back for lack of a credit, in arrival order.
+    credit_waiters: VecDeque<u32>,
+    /// Interrupt messages sent into the fabric and not yet delivered.
+    fabric_in_flight: u32,
+    fabric_credits: u32,
+    /// The unit finished a stage but could not send its message: the fabric was full.
+    waiting_for_fabric: bool,
+    /// How long the unit spent waiting for fabric credit.
+    fabric_stall: Duration,
+    fabric_stall_since: SimTime,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -257,6 +269,9 @@ impl System {
                 name,
                 model,
                 handler_cycles: d.handler_cycles,
+                msi_backlog: 0,
+                msi_stalls: 0,
+                waiting_for_credit: false,
             });
         }
 
@@ -279,6 +294,13 @@ impl System {
                 fabric,
                 agent: Agent::iommu(0),
                 updates: 0,
+                credits_free: sc.iommu.request_credits,
+                credit_waiters: VecDeque::new(),
+                fabric_in_flight: 0,
+                fabric_credits: sc.iommu.fabric_credits,
+                waiting_for_fabric: false,
+                fabric_stall: Duration::ZERO,
+                fabric_stall_since: SimTime::ZERO,
             },
             devices,
             latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
@@ -407,6 +429,8 @@ impl System {
         let Some(msi) = self.iommu.fifo.pop_front() else {
             return;
         };
+        // The request left the inbound queue: its credit goes back to the devices.
+        self.credit_returned(now);
         let out = self.iommu.remapper.remap(now, &msi.message, msi.source_id);
         self.iommu.current = Some((msi, IommuStage::Remap(out.action)));
         self.queue
@@ -445,12 +469,40 @@ impl System {
         });
     }
 
+    /// Whether the current stage may finish now: a stage that sends an interrupt
+    /// message needs room in the fabric. If not, the unit waits for a delivery.
+    fn fabric_has_room(&mut self, now: SimTime, stage: &IommuStage) -> bool {
+        let sends = matches!(
+            stage,
+            IommuStage::Remap(RemapAction::Deliver { .. }) | IommuStage::PostWrite { .. }
+        );
+        if !sends || self.iommu.fabric_in_flight < self.iommu.fabric_credits {
+            return true;
+        }
+        if !self.iommu.waiting_for_fabric {
+            self.iommu.waiting_for_fabric = true;
+            self.iommu.fabric_stall_since = now;
+        }
+        false
+    }
+
+    /// Sends an interrupt message through the fabric; returns when it reaches the LAPIC.
+    fn send_interrupt_message(&mut self, now: SimTime) -> SimTime {
+        self.iommu.fabric_in_flight += 1;
+        self.iommu.fabric.submit(now)
+    }
+
     fn on_iommu_stage_done(&mut self, now: SimTime) {
-        let (msi, stage) = self
+        let stage = self
             .iommu
             .current
-            .take()
-            .expect("IommuStageDone with no request in progress");
+            .as_ref()
+            .expect("IommuStageDone with no request in progress")
+            .1;
+        if !self.fabric_has_room(now, &stage) {
+            return;
+        }
+        let (msi, stage) = self.iommu.current.take().expect("checked above");
         match stage {
             IommuStage::Remap(RemapAction::Blocked { reason, .. }) => {
                 self.ledger.iommu -= 1;
@@ -466,7 +518,7 @@ impl System {
                 match self.apic_to_cpu.get(&dest.0) {
                     Some(&cpu) => {
                         self.ledger.fabric += 1;
-                        let at = self.iommu.fabric.submit(now);
+                        let at = self.send_interrupt_message(now);
                         self.queue.schedule(
                             at,
                             Priority::APIC,
@@ -562,7 +614,7 @@ impl System {
                                     cpu: target,
                                     vector: n.nv,
                                 });
-                                let at = self.iommu.fabric.submit(now);
+                                let at = self.send_interrupt_message(now);
                                 self.queue.schedule(
                                     at,
                                     Priority::APIC,
@@ -593,6 +645,12 @@ impl System {
         msi: Option<MsiToken>,
     ) {
         let c = cpu as usize;
+        self.iommu.fabric_in_flight -= 1;
+        if self.iommu.waiting_for_fabric {
+            self.iommu.waiting_for_fabric = false;
+            self.iommu.fabric_stall += now.since(self.iommu.fabric_stall_since);
+            self.on_iommu_stage_done(now);
+        }
         let outcome = self.cpus[c].apic.accept(vector, level);
         if let Some(msi) = msi {
             self.ledger.fabric -= 1;

@@ -116,6 +116,15 @@ pub struct IommuConfig {
     pub iec_entries: u32,
     /// Whether compatibility-format MSIs pass through (GSTS.CFIS) or fault.
     pub compat_allowed: bool,
+    /// Interrupt requests (MSI writes) the remapping unit can hold, counting those in
+    /// flight to it. When they are all taken, PCIe flow control stops devices from
+    /// writing further MSIs until one is consumed; the MSIs wait in their devices.
+    /// Assumption: 64 (the depth of the unit's inbound queue is not published; PCIe
+    /// root ports advertise posted-request credits on the order of tens).
+    pub request_credits: u32,
+    /// Interrupt messages the system agent's interrupt path can hold in flight. When
+    /// full, the remapping unit waits before sending another. Assumption: 32.
+    pub fabric_credits: u32,
 }
 
 impl Default for IommuConfig {
@@ -124,6 +133,8 @@ impl Default for IommuConfig {
             irte_entries: 256,
             iec_entries: 64,
             compat_allowed: false,
+            request_credits: 64,
+            fabric_credits: 32,
         }
     }
 }
@@ -493,6 +504,14 @@ impl Scenario {
                 n,
                 "a power of two from 2 to 65536 (2^(S+1) for IRTA_REG.S in 0..=15)",
             ));
+        }
+        for (name, v) in [
+            ("iommu.request_credits", self.iommu.request_credits),
+            ("iommu.fabric_credits", self.iommu.fabric_credits),
+        ] {
+            if v == 0 || v > 1_000_000 {
+                return Err(ScenarioError::invalid(name, v, "1..=1000000 credits"));
+            }
         }
         if self.iommu.iec_entries == 0 {
             return Err(ScenarioError::invalid(

@@ -1,11 +1,43 @@
 //! Arrival processes: when the next event of a source happens.
 //!
-//! A process is a pure description plus the caller's random stream; it keeps no clock.
+//! Two layers:
+//! - [`ArrivalProcess`]: the stateless kinds (fixed interval, Poisson). `next_gap`
+//!   draws a gap from the caller's random stream; nothing else is kept.
+//! - [`ArrivalSpec`]: every kind a scenario may ask for, a superset of
+//!   `ArrivalProcess` with the same TOML shape for `fixed` and `poisson`, plus on/off
+//!   periods, bursts and trace replay. Those need per-source state, so a spec is turned
+//!   into an [`ArrivalGenerator`] (one per device or queue), which also loads a trace
+//!   file once. The spec itself stays small and cheap to clone (a trace is a path).
+//!
+//! ```toml
+//! arrival = { kind = "fixed", interval_ns = 250 }
+//! arrival = { kind = "poisson", rate_per_s = 4e6 }
+//! arrival = { kind = "trace", path = "traces/rx.csv" }        # rebase = false
+//!
+//! [devices.arrival]                                           # spacing = "poisson" | "fixed"
+//! kind = "on_off"
+//! rate_per_s = 1e7
+//! on_ns = { kind = "exponential", mean = 5000 }
+//! off_ns = { kind = "pareto", scale = 2000, shape = 1.5 }
+//!
+//! [devices.arrival]
+//! kind = "bursts"
+//! burst_len = { kind = "geometric", mean = 16 }
+//! gap_ns = { kind = "exponential", mean = 20000 }
+//! spacing_ns = 67.2
+//! ```
+//!
+//! Neither layer keeps a clock: a generator remembers only the time of its own previous
+//! event, starting from the origin the caller gives it.
+
+use std::path::{Path, PathBuf};
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use sim_core::{Duration, PS_PER_S};
+use sim_core::{Duration, SimTime, PS_PER_S};
 
+use crate::dist::Dist;
+use crate::trace::{TraceArrival, TraceError};
 use crate::DeviceError;
 
 /// How a source spaces its events.
@@ -81,6 +113,428 @@ impl ArrivalProcess {
     }
 }
 
+/// How events are spaced inside an ON period of [`ArrivalSpec::OnOff`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spacing {
+    /// A Poisson process at `rate_per_s` that only runs while ON.
+    #[default]
+    Poisson,
+    /// One event at the start of each ON period, then one every `1 / rate_per_s`
+    /// while the period lasts.
+    Fixed,
+}
+
+/// Every arrival process a device may be given. `fixed` and `poisson` have exactly
+/// the shape and meaning of [`ArrivalProcess`]; the other kinds need an
+/// [`ArrivalGenerator`] (see the module docs for TOML examples).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ArrivalSpec {
+    /// One event every `interval_ns` nanoseconds, the first one interval after the origin.
+    Fixed { interval_ns: f64 },
+    /// Exponentially distributed gaps with mean 1 / `rate_per_s`.
+    Poisson { rate_per_s: f64 },
+    /// Alternating ON and OFF periods, starting with ON at the origin. Events occur only
+    /// while ON, at `rate_per_s` spaced as `spacing` says. Period lengths in ns.
+    OnOff {
+        rate_per_s: f64,
+        on_ns: Dist,
+        off_ns: Dist,
+        #[serde(default)]
+        spacing: Spacing,
+    },
+    /// Bursts of `burst_len` events (a count: samples are rounded, at least 1) spaced
+    /// `spacing_ns` apart (0: all at one instant); `gap_ns` separates the last event of
+    /// a burst from the first of the next, and the origin from the first burst.
+    Bursts {
+        burst_len: Dist,
+        gap_ns: Dist,
+        #[serde(default)]
+        spacing_ns: f64,
+    },
+    /// Replay of a CSV file of timestamps (see [`crate::trace`]); relative paths are
+    /// resolved against the directory the caller gives (the scenario file's). The
+    /// source stops when the trace ends.
+    Trace {
+        path: PathBuf,
+        #[serde(default)]
+        rebase: bool,
+    },
+}
+
+/// Smallest mean ON period, ns: a shorter one rounds to nothing in picoseconds.
+pub const MIN_MEAN_ON_NS: f64 = 1.0;
+
+/// Fewest events a Poisson ON period must hold on average. Drawing one event walks
+/// about `1 / (rate * mean ON)` periods, so this bounds that walk to ~1000 periods.
+pub const MIN_EVENTS_PER_ON_PERIOD: f64 = 1e-3;
+
+impl From<ArrivalProcess> for ArrivalSpec {
+    fn from(p: ArrivalProcess) -> ArrivalSpec {
+        match p {
+            ArrivalProcess::Fixed { interval_ns } => ArrivalSpec::Fixed { interval_ns },
+            ArrivalProcess::Poisson { rate_per_s } => ArrivalSpec::Poisson { rate_per_s },
+        }
+    }
+}
+
+impl ArrivalSpec {
+    /// The stateless form, for `fixed` and `poisson`.
+    pub fn as_process(&self) -> Option<ArrivalProcess> {
+        match *self {
+            ArrivalSpec::Fixed { interval_ns } => Some(ArrivalProcess::Fixed { interval_ns }),
+            ArrivalSpec::Poisson { rate_per_s } => Some(ArrivalProcess::Poisson { rate_per_s }),
+            _ => None,
+        }
+    }
+
+    /// Mean events per second; `None` for a trace, whose rate is known once loaded
+    /// ([`ArrivalGenerator::mean_rate_per_s`]). For `on_off` with fixed spacing and for
+    /// bursts with a non-integer length distribution this is the rate before rounding
+    /// (events per ON period, burst lengths), an approximation.
+    pub fn mean_rate_per_s(&self) -> Option<f64> {
+        match self {
+            ArrivalSpec::Fixed { .. } | ArrivalSpec::Poisson { .. } => {
+                self.as_process().map(|p| p.mean_rate_per_s())
+            }
+            ArrivalSpec::OnOff {
+                rate_per_s,
+                on_ns,
+                off_ns,
+                ..
+            } => Some(rate_per_s * on_ns.mean() / (on_ns.mean() + off_ns.mean())),
+            ArrivalSpec::Bursts {
+                burst_len,
+                gap_ns,
+                spacing_ns,
+            } => {
+                let len = burst_len.mean().max(1.0);
+                let cycle_ns = (len - 1.0) * spacing_ns + gap_ns.mean();
+                Some(len / (cycle_ns * 1e-9))
+            }
+            ArrivalSpec::Trace { .. } => None,
+        }
+    }
+
+    /// Checks the parameters (not the trace file: [`ArrivalSpec::generator`] reads it);
+    /// `field` names where they came from for the error.
+    pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
+        let bad = |name: &str, value: String, allowed: &str| {
+            Err(DeviceError::InvalidParameter {
+                field: format!("{field}.{name}"),
+                value,
+                allowed: allowed.into(),
+            })
+        };
+        match self {
+            ArrivalSpec::Fixed { .. } | ArrivalSpec::Poisson { .. } => {
+                self.as_process().expect("simple kind").validate(field)
+            }
+            ArrivalSpec::OnOff {
+                rate_per_s,
+                on_ns,
+                off_ns,
+                spacing,
+            } => {
+                ArrivalProcess::Poisson {
+                    rate_per_s: *rate_per_s,
+                }
+                .validate(field)?;
+                on_ns.validate(&format!("{field}.on_ns"))?;
+                off_ns.validate(&format!("{field}.off_ns"))?;
+                if on_ns.mean() < MIN_MEAN_ON_NS {
+                    return bad(
+                        "on_ns",
+                        format!("mean {}", on_ns.mean()),
+                        "a distribution with a mean of at least 1 ns",
+                    );
+                }
+                let per_period = rate_per_s * on_ns.mean() * 1e-9;
+                if *spacing == Spacing::Poisson && per_period < MIN_EVENTS_PER_ON_PERIOD {
+                    return bad(
+                        "rate_per_s",
+                        rate_per_s.to_string(),
+                        "rate_per_s * mean ON time >= 0.001 events per ON period",
+                    );
+                }
+                Ok(())
+            }
+            ArrivalSpec::Bursts {
+                burst_len,
+                gap_ns,
+                spacing_ns,
+            } => {
+                burst_len.validate(&format!("{field}.burst_len"))?;
+                gap_ns.validate(&format!("{field}.gap_ns"))?;
+                if !(spacing_ns.is_finite() && (0.0..=crate::dist::DIST_MAX).contains(spacing_ns)) {
+                    return bad(
+                        "spacing_ns",
+                        spacing_ns.to_string(),
+                        "a finite number in 0..=1e12",
+                    );
+                }
+                if gap_ns.mean() < 1e-3 {
+                    return bad(
+                        "gap_ns",
+                        format!("mean {}", gap_ns.mean()),
+                        "a distribution with a mean of at least 0.001 ns (1 ps), so bursts advance time",
+                    );
+                }
+                Ok(())
+            }
+            ArrivalSpec::Trace { path, .. } => {
+                if path.as_os_str().is_empty() {
+                    return bad(
+                        "path",
+                        "\"\"".into(),
+                        "the path of a CSV file of timestamps",
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Validates and builds the per-source generator; a trace is read here, its relative
+    /// path resolved against `base_dir` when given. Errors name `field` (or, for a
+    /// malformed trace, the file and line: see [`TraceError`]).
+    pub fn generator(
+        &self,
+        field: &str,
+        base_dir: Option<&Path>,
+    ) -> Result<ArrivalGenerator, DeviceError> {
+        self.validate(field)?;
+        let state = match self {
+            ArrivalSpec::Fixed { .. } | ArrivalSpec::Poisson { .. } => {
+                GenState::Simple(self.as_process().expect("simple kind"))
+            }
+            ArrivalSpec::OnOff {
+                rate_per_s,
+                on_ns,
+                off_ns,
+                spacing,
+            } => GenState::OnOff {
+                rate_per_s: *rate_per_s,
+                on: on_ns.clone(),
+                off: off_ns.clone(),
+                spacing: *spacing,
+                interval: Duration::from_secs_f64(1.0 / rate_per_s).max(Duration::from_ps(1)),
+                on_end: None,
+                fresh_period: true,
+            },
+            ArrivalSpec::Bursts {
+                burst_len,
+                gap_ns,
+                spacing_ns,
+            } => GenState::Bursts {
+                len: burst_len.clone(),
+                gap: gap_ns.clone(),
+                spacing: Duration::from_ns_f64(*spacing_ns),
+                left_in_burst: 0,
+            },
+            ArrivalSpec::Trace { path, rebase } => {
+                let full = match base_dir {
+                    Some(dir) if path.is_relative() => dir.join(path),
+                    _ => path.clone(),
+                };
+                let trace = TraceArrival::load(&full, *rebase).map_err(DeviceError::from)?;
+                GenState::Trace { trace, next: 0 }
+            }
+        };
+        Ok(ArrivalGenerator {
+            state,
+            origin: SimTime::ZERO,
+            last: SimTime::ZERO,
+            emitted: 0,
+        })
+    }
+}
+
+/// The per-source state of an arrival process: yields absolute event times, one after
+/// the other, from an origin. Build it with [`ArrivalSpec::generator`],
+/// [`ArrivalGenerator::from_process`] or [`ArrivalGenerator::from_trace`]; give it the
+/// start time with [`ArrivalGenerator::restart`]; then call
+/// [`ArrivalGenerator::next_arrival`] each time the previous event has happened.
+#[derive(Clone, Debug)]
+pub struct ArrivalGenerator {
+    state: GenState,
+    origin: SimTime,
+    last: SimTime,
+    emitted: u64,
+}
+
+#[derive(Clone, Debug)]
+enum GenState {
+    Simple(ArrivalProcess),
+    OnOff {
+        rate_per_s: f64,
+        on: Dist,
+        off: Dist,
+        spacing: Spacing,
+        interval: Duration,
+        /// End of the current ON period; `None` before the first event is drawn.
+        on_end: Option<SimTime>,
+        /// The next fixed-spacing event is the first of its period.
+        fresh_period: bool,
+    },
+    Bursts {
+        len: Dist,
+        gap: Dist,
+        spacing: Duration,
+        left_in_burst: u64,
+    },
+    Trace {
+        trace: TraceArrival,
+        next: usize,
+    },
+}
+
+impl ArrivalGenerator {
+    /// A generator for a stateless process (assumed validated).
+    pub fn from_process(p: ArrivalProcess) -> ArrivalGenerator {
+        ArrivalGenerator {
+            state: GenState::Simple(p),
+            origin: SimTime::ZERO,
+            last: SimTime::ZERO,
+            emitted: 0,
+        }
+    }
+
+    /// A generator replaying a loaded trace.
+    pub fn from_trace(trace: TraceArrival) -> ArrivalGenerator {
+        ArrivalGenerator {
+            state: GenState::Trace { trace, next: 0 },
+            origin: SimTime::ZERO,
+            last: SimTime::ZERO,
+            emitted: 0,
+        }
+    }
+
+    /// Loads a trace file and wraps it (the typed error names file and line).
+    pub fn load_trace(path: &Path, rebase: bool) -> Result<ArrivalGenerator, TraceError> {
+        TraceArrival::load(path, rebase).map(ArrivalGenerator::from_trace)
+    }
+
+    /// Starts over from `origin`: the next event is the process's first one after it.
+    pub fn restart(&mut self, origin: SimTime) {
+        self.origin = origin;
+        self.last = origin;
+        self.emitted = 0;
+        match &mut self.state {
+            GenState::Simple(_) => {}
+            GenState::OnOff {
+                on_end,
+                fresh_period,
+                ..
+            } => {
+                *on_end = None;
+                *fresh_period = true;
+            }
+            GenState::Bursts { left_in_burst, .. } => *left_in_burst = 0,
+            GenState::Trace { next, .. } => *next = 0,
+        }
+    }
+
+    /// The time of the next event, never before the previous one; `None` once a trace
+    /// is exhausted (the other kinds never end).
+    pub fn next_arrival<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Option<SimTime> {
+        let last = self.last;
+        let t = match &mut self.state {
+            GenState::Simple(p) => last + p.next_gap(rng),
+            GenState::OnOff {
+                rate_per_s,
+                on,
+                off,
+                spacing,
+                interval,
+                on_end,
+                fresh_period,
+            } => {
+                let sample = |d: &Dist, rng: &mut R| Duration::from_ns_f64(d.sample(rng));
+                let mut end = match *on_end {
+                    Some(e) => e,
+                    None => last + sample(on, rng),
+                };
+                let mut t = match spacing {
+                    Spacing::Poisson => {
+                        last + ArrivalProcess::Poisson {
+                            rate_per_s: *rate_per_s,
+                        }
+                        .next_gap(rng)
+                    }
+                    Spacing::Fixed if *fresh_period => last,
+                    Spacing::Fixed => last + *interval,
+                };
+                // Past the ON period: skip the OFF period. A Poisson draw carries its
+                // overshoot into the next ON period (memoryless); fixed spacing restarts
+                // at the period's start.
+                while t >= end {
+                    let overshoot = t - end;
+                    let start = end + sample(off, rng);
+                    end = start + sample(on, rng);
+                    t = match spacing {
+                        Spacing::Poisson => start + overshoot,
+                        Spacing::Fixed => start,
+                    };
+                }
+                *on_end = Some(end);
+                *fresh_period = false;
+                t
+            }
+            GenState::Bursts {
+                len,
+                gap,
+                spacing,
+                left_in_burst,
+            } => {
+                if *left_in_burst == 0 {
+                    *left_in_burst = len.sample_count(rng) - 1;
+                    last + Duration::from_ns_f64(gap.sample(rng))
+                } else {
+                    *left_in_burst -= 1;
+                    last + *spacing
+                }
+            }
+            GenState::Trace { trace, next } => {
+                let ns = *trace.times_ns().get(*next)?;
+                *next += 1;
+                SimTime(self.origin.as_ps().checked_add(ns.checked_mul(1_000)?)?)
+            }
+        };
+        self.last = t;
+        self.emitted += 1;
+        Some(t)
+    }
+
+    /// Events yielded since the last restart.
+    pub fn emitted(&self) -> u64 {
+        self.emitted
+    }
+
+    /// Mean events per second (see [`ArrivalSpec::mean_rate_per_s`] for the kinds
+    /// where this is an approximation).
+    pub fn mean_rate_per_s(&self) -> f64 {
+        match &self.state {
+            GenState::Simple(p) => p.mean_rate_per_s(),
+            GenState::OnOff {
+                rate_per_s,
+                on,
+                off,
+                ..
+            } => rate_per_s * on.mean() / (on.mean() + off.mean()),
+            GenState::Bursts {
+                len, gap, spacing, ..
+            } => {
+                let l = len.mean().max(1.0);
+                let cycle_s = ((l - 1.0) * spacing.as_ns_f64() + gap.mean()) * 1e-9;
+                l / cycle_s
+            }
+            GenState::Trace { trace, .. } => trace.mean_rate_per_s(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +580,215 @@ mod tests {
         assert!(ArrivalProcess::Poisson { rate_per_s: 1e13 }
             .validate("x")
             .is_err());
+    }
+
+    fn rng() -> rand::rngs::StdRng {
+        rand::rngs::StdRng::seed_from_u64(11)
+    }
+
+    fn spec(toml_text: &str) -> ArrivalSpec {
+        #[derive(Deserialize)]
+        struct W {
+            arrival: ArrivalSpec,
+        }
+        toml::from_str::<W>(toml_text).unwrap().arrival
+    }
+
+    /// Draws `n` events from `origin` and checks they never go back in time.
+    fn draw(g: &mut ArrivalGenerator, origin: SimTime, n: usize) -> Vec<SimTime> {
+        let mut r = rng();
+        g.restart(origin);
+        let mut out = Vec::with_capacity(n);
+        let mut prev = origin;
+        for _ in 0..n {
+            let Some(t) = g.next_arrival(&mut r) else {
+                break;
+            };
+            assert!(t >= prev, "went back in time: {t:?} after {prev:?}");
+            prev = t;
+            out.push(t);
+        }
+        out
+    }
+
+    #[test]
+    fn simple_kinds_keep_their_toml_shape_and_match_arrival_process() {
+        let s = spec(r#"arrival = { kind = "fixed", interval_ns = 250 }"#);
+        assert_eq!(
+            s.as_process(),
+            Some(ArrivalProcess::Fixed { interval_ns: 250.0 })
+        );
+        let s = spec(r#"arrival = { kind = "poisson", rate_per_s = 4e6 }"#);
+        assert_eq!(
+            s,
+            ArrivalSpec::from(ArrivalProcess::Poisson { rate_per_s: 4e6 })
+        );
+        let mut g = ArrivalSpec::Fixed { interval_ns: 250.0 }
+            .generator("a", None)
+            .unwrap();
+        let t = draw(&mut g, SimTime(1_000), 3);
+        assert_eq!(
+            t,
+            vec![SimTime(251_000), SimTime(501_000), SimTime(751_000)]
+        );
+        assert!(
+            toml::from_str::<std::collections::BTreeMap<String, ArrivalSpec>>(
+                r#"arrival = { kind = "fixed", interval_ns = 1, burst = 2 }"#
+            )
+            .is_err(),
+            "unknown fields are an error"
+        );
+    }
+
+    #[test]
+    fn on_off_poisson_rate_matches_the_duty_cycle() {
+        let s = spec(
+            r#"
+[arrival]
+            kind = "on_off"
+            rate_per_s = 1e7
+            on_ns = { kind = "exponential", mean = 5000 }
+            off_ns = { kind = "exponential", mean = 15000 }
+"#,
+        );
+        let expect = s.mean_rate_per_s().unwrap();
+        assert!((expect - 2.5e6).abs() < 1.0);
+        let mut g = s.generator("a", None).unwrap();
+        let t = draw(&mut g, SimTime::ZERO, 100_000);
+        let rate = t.len() as f64 / t.last().unwrap().as_secs_f64();
+        assert!((rate - expect).abs() / expect < 0.05, "rate {rate}");
+    }
+
+    #[test]
+    fn on_off_fixed_spacing_puts_events_only_inside_on_periods() {
+        // ON 1000 ns, OFF 9000 ns, 1 event / 300 ns while ON: events at 0, 300, 600, 900
+        // of each 10 us cycle.
+        let s = spec(
+            r#"
+[arrival]
+            kind = "on_off"
+            rate_per_s = 3333333.3333333335
+            spacing = "fixed"
+            on_ns = { kind = "fixed", value = 1000 }
+            off_ns = { kind = "fixed", value = 9000 }
+"#,
+        );
+        let mut g = s.generator("a", None).unwrap();
+        let t = draw(&mut g, SimTime::ZERO, 8);
+        let ns: Vec<u64> = t.iter().map(|t| t.as_ps() / 1000).collect();
+        assert_eq!(ns, vec![0, 300, 600, 900, 10_000, 10_300, 10_600, 10_900]);
+    }
+
+    #[test]
+    fn bursts_have_the_configured_length_spacing_and_gap() {
+        let s = spec(
+            r#"
+[arrival]
+            kind = "bursts"
+            spacing_ns = 10
+            burst_len = { kind = "fixed", value = 3 }
+            gap_ns = { kind = "fixed", value = 1000 }
+"#,
+        );
+        let mut g = s.generator("a", None).unwrap();
+        let t = draw(&mut g, SimTime::ZERO, 6);
+        let ns: Vec<u64> = t.iter().map(|t| t.as_ps() / 1000).collect();
+        assert_eq!(ns, vec![1000, 1010, 1020, 2020, 2030, 2040]);
+        // Mean rate: 3 events per (2 * 10 + 1000) ns.
+        assert!((g.mean_rate_per_s() - 3.0 / 1020e-9).abs() < 1.0);
+        let geo = spec(
+            r#"
+[arrival]
+            kind = "bursts"
+            burst_len = { kind = "geometric", mean = 16 }
+            gap_ns = { kind = "exponential", mean = 20000 }
+"#,
+        );
+        let mut g = geo.generator("a", None).unwrap();
+        let t = draw(&mut g, SimTime::ZERO, 200_000);
+        let rate = t.len() as f64 / t.last().unwrap().as_secs_f64();
+        let expect = geo.mean_rate_per_s().unwrap();
+        assert!((rate - expect).abs() / expect < 0.05, "{rate} vs {expect}");
+    }
+
+    #[test]
+    fn trace_replays_from_the_origin_and_ends() {
+        let dir = std::env::temp_dir().join(format!("irqsim-arrival-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rx.csv"), "timestamp_ns\n100\n100\n350\n").unwrap();
+        let s = spec(r#"arrival = { kind = "trace", path = "rx.csv" }"#);
+        assert_eq!(s.mean_rate_per_s(), None);
+        let mut g = s.generator("a", Some(&dir)).unwrap();
+        let t = draw(&mut g, SimTime(5_000), 10);
+        assert_eq!(
+            t,
+            vec![SimTime(105_000), SimTime(105_000), SimTime(355_000)]
+        );
+        assert_eq!(g.emitted(), 3);
+        // Restart replays it again.
+        assert_eq!(draw(&mut g, SimTime::ZERO, 10).len(), 3);
+        // A malformed trace names file and line through DeviceError.
+        std::fs::write(dir.join("bad.csv"), "1\n2\nthree\n").unwrap();
+        let e = spec(r#"arrival = { kind = "trace", path = "bad.csv" }"#)
+            .generator("a", Some(&dir))
+            .unwrap_err();
+        assert!(e.to_string().contains("bad.csv:3"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn invalid_specs_name_their_field() {
+        let e = spec(
+            r#"
+[arrival]
+            kind = "on_off"
+            rate_per_s = 1e6
+            on_ns = { kind = "fixed", value = 0.5 }
+            off_ns = { kind = "fixed", value = 10 }
+"#,
+        )
+        .validate("devices[1].arrival")
+        .unwrap_err();
+        assert!(e.to_string().contains("devices[1].arrival.on_ns"), "{e}");
+        let e = spec(
+            r#"
+[arrival]
+            kind = "on_off"
+            rate_per_s = 1
+            on_ns = { kind = "fixed", value = 10 }
+            off_ns = { kind = "fixed", value = 10 }
+"#,
+        )
+        .validate("a")
+        .unwrap_err();
+        assert!(e.to_string().contains("a.rate_per_s"), "{e}");
+        let e = spec(
+            r#"
+[arrival]
+            kind = "bursts"
+            burst_len = { kind = "fixed", value = 4 }
+            gap_ns = { kind = "fixed", value = 0 }
+"#,
+        )
+        .validate("a")
+        .unwrap_err();
+        assert!(e.to_string().contains("a.gap_ns"), "{e}");
+        let e = spec(
+            r#"
+[arrival]
+            kind = "bursts"
+            burst_len = { kind = "fixed", value = 4 }
+            gap_ns = { kind = "exponential", mean = -1 }
+"#,
+        )
+        .validate("a")
+        .unwrap_err();
+        assert!(e.to_string().contains("a.gap_ns.mean"), "{e}");
+        assert!(ArrivalSpec::Trace {
+            path: PathBuf::new(),
+            rebase: false
+        }
+        .validate("a")
+        .is_err());
     }
 }

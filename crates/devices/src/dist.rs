@@ -109,7 +109,11 @@ impl Dist {
                 bad("scale", scale, positive)
             }
             Dist::Pareto { shape, .. } if !(shape.is_finite() && shape > 1.0 && shape <= 100.0) => {
-                bad("shape", shape, "a finite number in (1, 100] (the mean must exist)")
+                bad(
+                    "shape",
+                    shape,
+                    "a finite number in (1, 100] (the mean must exist)",
+                )
             }
             Dist::Geometric { mean } if !(in_range(mean) && mean >= 1.0) => {
                 bad("mean", mean, "a finite number in 1..=1e12")
@@ -278,8 +282,8 @@ mod tests {
         struct W {
             d: Dist,
         }
-        let w: W = serde_json::from_str(r#"{"d":{"kind":"lognormal","mean":3400,"sigma":0.2}}"#)
-            .unwrap();
+        let w: W =
+            serde_json::from_str(r#"{"d":{"kind":"lognormal","mean":3400,"sigma":0.2}}"#).unwrap();
         assert_eq!(
             w.d,
             Dist::LogNormal {

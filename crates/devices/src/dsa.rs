@@ -88,6 +88,10 @@ impl DsaQueue {
     pub fn message(&self) -> MsiMessage {
         self.message
     }
+
+    pub fn source_id(&self) -> u16 {
+        self.source_id
+    }
 }
 
 #[cfg(test)]
@@ -361,6 +365,14 @@ impl DsaWorkQueue {
 
     pub fn config(&self) -> &DsaWqConfig {
         &self.config
+    }
+
+    pub fn message(&self) -> MsiMessage {
+        self.message
+    }
+
+    pub fn source_id(&self) -> u16 {
+        self.source_id
     }
 }
 

@@ -1,0 +1,384 @@
+//! Tests of the NIC queue: ring drops, throttling, NAPI budget and re-enable, TX, and a
+//! property test of packet conservation under random host behaviour.
+
+use super::*;
+use crate::arrival::{ArrivalProcess, ArrivalSpec};
+use proptest::prelude::*;
+use rand::SeedableRng;
+
+fn rng() -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(5)
+}
+
+fn us(x: u64) -> SimTime {
+    SimTime(x * 1_000_000)
+}
+
+fn every_us(n: f64) -> ArrivalGenerator {
+    ArrivalGenerator::from_process(ArrivalProcess::Fixed {
+        interval_ns: n * 1000.0,
+    })
+}
+
+fn queue(cfg: NicConfig, rx: Option<ArrivalGenerator>) -> NicQueue {
+    NicQueue::new(cfg, "nic[0]", rx, None).unwrap()
+}
+
+fn msi_times(effects: &[NicEffect]) -> Vec<SimTime> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            NicEffect::Msi { at } => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_full_ring_drops_and_counts_and_the_masked_vector_stays_quiet() {
+    let cfg = NicConfig {
+        rx_ring: 8,
+        itr_interval: 0,
+        ..NicConfig::default()
+    };
+    let mut q = queue(cfg, Some(every_us(1.0)));
+    let mut r = rng();
+    let mut out = Vec::new();
+    q.start(SimTime::ZERO, &mut r);
+    q.advance(us(20), &mut r, &mut out);
+    assert_eq!(msi_times(&out), vec![us(1)], "one MSI, then auto-masked");
+    assert!(!q.irq_enabled());
+    assert_eq!(q.rx_pending(), 8);
+    let drops = out
+        .iter()
+        .filter(|e| matches!(e, NicEffect::RxDropped { .. }))
+        .count();
+    assert_eq!(drops, 12);
+    assert_eq!(q.counters().rx_dropped_ring_full, 12);
+    q.check_conservation();
+}
+
+/// Host that polls at once on each MSI and re-enables when under budget.
+fn instant_napi(q: &mut NicQueue, until: SimTime, r: &mut rand::rngs::StdRng) -> Vec<SimTime> {
+    let mut msis = Vec::new();
+    let mut out = Vec::new();
+    while let Some(t) = q.next_event() {
+        if t > until {
+            break;
+        }
+        out.clear();
+        q.advance(t, r, &mut out);
+        for e in &out {
+            if let NicEffect::Msi { at } = e {
+                msis.push(*at);
+                while !q.poll(64, 256).under_budget {}
+                q.unmask_irq(*at);
+            }
+        }
+        q.check_conservation();
+    }
+    msis
+}
+
+#[test]
+fn throttling_spaces_interrupts_by_the_itr_interval() {
+    // 25 units x 2 us = 50 us between interrupts; a packet every microsecond.
+    let mut q = queue(NicConfig::default(), Some(every_us(1.0)));
+    let mut r = rng();
+    q.start(SimTime::ZERO, &mut r);
+    let msis = instant_napi(&mut q, us(300), &mut r);
+    assert_eq!(
+        msis,
+        vec![us(1), us(51), us(101), us(151), us(201), us(251)]
+    );
+    assert_eq!(q.config().itr(), Duration::from_us(50));
+    // Unthrottled, every packet interrupts.
+    let mut q = queue(
+        NicConfig {
+            itr_interval: 0,
+            ..NicConfig::default()
+        },
+        Some(every_us(1.0)),
+    );
+    q.start(SimTime::ZERO, &mut r);
+    assert_eq!(instant_napi(&mut q, us(300), &mut r).len(), 300);
+}
+
+#[test]
+fn napi_keeps_polling_at_budget_and_a_latched_cause_fires_on_reenable() {
+    let mut q = queue(
+        NicConfig {
+            itr_interval: 0,
+            ..NicConfig::default()
+        },
+        None,
+    );
+    let mut r = rng();
+    let mut out = Vec::new();
+    // As the engine would: each input at its time, advancing to it first.
+    for i in 0..100 {
+        q.advance(SimTime(i), &mut r, &mut out);
+        assert_eq!(q.rx_packet(SimTime(i)), RxOutcome::Queued);
+    }
+    q.advance(SimTime(100), &mut r, &mut out);
+    assert_eq!(msi_times(&out), vec![SimTime(0)]);
+    let p = q.poll(64, 256);
+    assert_eq!((p.rx, p.under_budget), (64, false));
+    let p = q.poll(64, 256);
+    assert_eq!((p.rx, p.under_budget), (36, true));
+    // Packets 1..99 arrived after the MSI while masked: the cause is latched.
+    assert_eq!(q.unmask_irq(SimTime(200)), Some(SimTime(200)));
+    out.clear();
+    q.advance(SimTime(200), &mut r, &mut out);
+    assert_eq!(msi_times(&out), vec![SimTime(200)]);
+    let p = q.poll(64, 256);
+    assert_eq!((p.rx, p.under_budget), (0, true));
+    assert_eq!(q.counters().polls_empty, 1);
+    assert_eq!(q.counters().polls_at_budget, 1);
+
+    // Without the latch, re-enabling with empty rings stays quiet.
+    let mut q = queue(
+        NicConfig {
+            itr_interval: 0,
+            cause_latch: false,
+            ..NicConfig::default()
+        },
+        None,
+    );
+    let _ = q.rx_packet(SimTime(0));
+    q.advance(SimTime(0), &mut r, &mut out);
+    let _ = q.rx_packet(SimTime(5));
+    assert!(q.poll(64, 256).under_budget);
+    assert_eq!(q.unmask_irq(SimTime(10)), None);
+    q.check_conservation();
+}
+
+#[test]
+fn tx_leaves_at_wire_speed_completes_and_is_cleaned_by_the_poll() {
+    let mut q = queue(
+        NicConfig {
+            tx_ring: 3,
+            itr_interval: 0,
+            ..NicConfig::default()
+        },
+        None,
+    );
+    let mut r = rng();
+    for _ in 0..3 {
+        assert_eq!(q.transmit(SimTime::ZERO), TxOutcome::Queued);
+    }
+    assert_eq!(q.transmit(SimTime::ZERO), TxOutcome::RingFull);
+    assert_eq!(q.next_event(), Some(SimTime(67_200)));
+    let mut out = Vec::new();
+    q.advance(SimTime(1_000_000), &mut r, &mut out);
+    assert_eq!(msi_times(&out), vec![SimTime(67_200)]);
+    assert_eq!(q.tx_pending_clean(), 3);
+    let p = q.poll(64, 2);
+    assert_eq!(
+        (p.tx, p.under_budget),
+        (2, false),
+        "the TX clean limit counts as budget"
+    );
+    let p = q.poll(64, 2);
+    assert_eq!((p.tx, p.under_budget), (1, true));
+    assert_eq!(q.counters().tx_rejected_ring_full, 1);
+    q.check_conservation();
+}
+
+#[test]
+fn generated_tx_packets_are_offered_and_rejections_reported() {
+    let tx = ArrivalSpec::Fixed { interval_ns: 10.0 }
+        .generator("tx", None)
+        .unwrap();
+    let mut q = NicQueue::new(
+        NicConfig {
+            tx_ring: 4,
+            ..NicConfig::default()
+        },
+        "nic",
+        None,
+        Some(tx),
+    )
+    .unwrap();
+    let mut r = rng();
+    let mut out = Vec::new();
+    q.start(SimTime::ZERO, &mut r);
+    q.advance(SimTime(1_000_000), &mut r, &mut out);
+    let rejected = out
+        .iter()
+        .filter(|e| matches!(e, NicEffect::TxRejected { .. }))
+        .count() as u64;
+    assert!(rejected > 0);
+    assert_eq!(rejected, q.counters().tx_rejected_ring_full);
+    q.check_conservation();
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let e = NicConfig {
+        itr_interval: 512,
+        ..NicConfig::default()
+    }
+    .validate("nic[2]")
+    .unwrap_err();
+    assert!(e.to_string().contains("nic[2].itr_interval"), "{e}");
+    assert!(NicConfig {
+        rx_ring: 0,
+        ..NicConfig::default()
+    }
+    .validate("n")
+    .is_err());
+    assert!(NicConfig {
+        itr_granularity_ns: 0.0,
+        ..NicConfig::default()
+    }
+    .validate("n")
+    .is_err());
+    let e = NapiConfig {
+        budget: 0,
+        ..NapiConfig::default()
+    }
+    .validate("napi")
+    .unwrap_err();
+    assert!(e.to_string().contains("napi.budget"), "{e}");
+    let c: NicConfig =
+        toml::from_str("itr_granularity_ns = 2000\nitr_max_units = 4080\nitr_interval = 4000\n")
+            .unwrap();
+    assert!(c.validate("n").is_ok());
+    assert!(toml::from_str::<NicConfig>("itr = 3\n").is_err());
+}
+
+#[test]
+fn under_overload_napi_stays_in_polling_mode_and_interrupts_per_packet_fall() {
+    // 10 Mpps Poisson; the host polls every 10 us with budget 64 (6.4 Mpps capacity).
+    let rx = ArrivalSpec::Poisson { rate_per_s: 1e7 }
+        .generator("rx", None)
+        .unwrap();
+    let mut q = queue(
+        NicConfig {
+            itr_interval: 0,
+            ..NicConfig::default()
+        },
+        Some(rx),
+    );
+    let mut r = rng();
+    let mut out = Vec::new();
+    q.start(SimTime::ZERO, &mut r);
+    let mut polling = false;
+    let mut t = SimTime::ZERO;
+    while t < us(10_000) {
+        t += Duration::from_us(10);
+        q.advance(t, &mut r, &mut out);
+        if msi_times(&out).iter().any(|_| true) {
+            polling = true;
+        }
+        out.clear();
+        if polling && q.poll(64, 256).under_budget {
+            polling = false;
+            q.unmask_irq(t);
+        }
+        q.check_conservation();
+    }
+    let c = q.counters();
+    assert!(c.rx_dropped_ring_full > 0, "overload fills the ring");
+    assert!(c.msis < 10, "NAPI never re-enabled: {} MSIs", c.msis);
+    assert!(c.rx_polled > 60_000);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Rx,
+    Tx,
+    Advance(u64),
+    Poll(u32, u32),
+    Unmask,
+    Mask,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => Just(Op::Rx),
+        2 => Just(Op::Tx),
+        3 => (0u64..20_000).prop_map(Op::Advance),
+        2 => ((1u32..8), (1u32..8)).prop_map(|(b, t)| Op::Poll(b, t)),
+        2 => Just(Op::Unmask),
+        1 => Just(Op::Mask),
+    ]
+}
+
+proptest! {
+    /// Under any host behaviour: packets are conserved after every step, the vector never
+    /// fires twice without an unmask in between, interrupts are at least ITR apart, and
+    /// a host that finally follows NAPI drains every packet.
+    #[test]
+    fn conservation_throttling_and_drain(
+        ops in proptest::collection::vec(op(), 1..300),
+        itr in 0u32..4,
+        latch in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let cfg = NicConfig {
+            rx_ring: 6,
+            tx_ring: 4,
+            itr_interval: itr,
+            itr_granularity_ns: 1000.0,
+            tx_wire_ns: 500.0,
+            cause_latch: latch,
+            ..NicConfig::default()
+        };
+        let itr_span = cfg.itr();
+        let mut q = queue(cfg, None);
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut now = SimTime::ZERO;
+        let mut out = Vec::new();
+        let mut msis: Vec<SimTime> = Vec::new();
+        let mut unmasked_since_msi = true;
+        for op in ops {
+            match op {
+                Op::Rx => { let _ = q.rx_packet(now); }
+                Op::Tx => { let _ = q.transmit(now); }
+                Op::Advance(dt) => {
+                    now = SimTime(now.0 + dt * 1_000);
+                    out.clear();
+                    q.advance(now, &mut r, &mut out);
+                    for at in msi_times(&out) {
+                        prop_assert!(unmasked_since_msi, "fired twice without an unmask");
+                        if let Some(last) = msis.last() {
+                            prop_assert!(at - *last >= itr_span);
+                        }
+                        msis.push(at);
+                        unmasked_since_msi = false;
+                    }
+                }
+                Op::Poll(b, t) => { q.poll(b, t); }
+                Op::Unmask => {
+                    if !q.irq_enabled() { unmasked_since_msi = true; }
+                    q.unmask_irq(now);
+                }
+                Op::Mask => q.mask_irq(),
+            }
+            q.check_conservation();
+            prop_assert_eq!(q.counters().msis as usize, msis.len());
+        }
+        // The host now follows NAPI: one scheduled poll (the random phase may have
+        // re-enabled without polling), then on each MSI poll until under budget and
+        // re-enable.
+        while !q.poll(4, 4).under_budget {}
+        q.unmask_irq(now);
+        let mut steps = 0;
+        while let Some(t) = q.next_event() {
+            steps += 1;
+            prop_assert!(steps < 10_000);
+            out.clear();
+            q.advance(t, &mut r, &mut out);
+            if !msi_times(&out).is_empty() {
+                while !q.poll(4, 4).under_budget {}
+                q.unmask_irq(t);
+            }
+        }
+        q.check_conservation();
+        prop_assert_eq!(q.rx_pending(), 0, "no packet stranded in the ring");
+        prop_assert_eq!(q.tx_pending_clean(), 0);
+        prop_assert_eq!(q.tx_in_flight(), 0);
+    }
+}

@@ -1,0 +1,510 @@
+//! Tests of the NVMe drive: latency, ceiling, coalescing, doorbells, limits, and a
+//! property test of conservation under random host behaviour.
+
+use super::*;
+use proptest::prelude::*;
+use rand::SeedableRng;
+
+fn rng() -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(3)
+}
+
+fn fixed_latency(ns: f64) -> Dist {
+    Dist::Fixed { value: ns }
+}
+
+fn drive(cfg: NvmeConfig) -> NvmeDrive {
+    NvmeDrive::new(cfg, "nvme[0]").unwrap()
+}
+
+/// Advances the drive until it is idle or `until`, collecting MSIs.
+fn run_until(d: &mut NvmeDrive, until: SimTime) -> Vec<NvmeMsi> {
+    let mut out = Vec::new();
+    while let Some(t) = d.next_event() {
+        if t > until {
+            break;
+        }
+        d.advance(t, &mut out);
+        d.check_conservation();
+    }
+    out
+}
+
+fn us(x: u64) -> SimTime {
+    SimTime(x * PS_PER_US)
+}
+
+fn ns(x: u64) -> SimTime {
+    SimTime(x * 1_000)
+}
+
+#[test]
+fn one_command_completes_after_its_latency_and_raises_one_msi() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(3400.0),
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    assert_eq!(
+        d.submit(ns(100), 0, 42, &mut r),
+        NvmeSubmitOutcome::Accepted
+    );
+    assert_eq!(d.next_event(), Some(ns(3500)));
+    let mut msis = Vec::new();
+    assert_eq!(d.advance(ns(3499), &mut msis), Some(ns(3500)));
+    assert!(msis.is_empty());
+    assert_eq!(d.advance(ns(3500), &mut msis), None);
+    assert_eq!(
+        msis,
+        vec![NvmeMsi {
+            at: ns(3500),
+            vector: 0,
+            entries: 1,
+            cause: MsiCause::Immediate
+        }]
+    );
+    let mut got = Vec::new();
+    assert_eq!(d.reap(0, u32::MAX, &mut got), 1);
+    assert_eq!(
+        got,
+        vec![CqEntry {
+            tag: 42,
+            submitted_at: ns(100),
+            posted_at: ns(3500)
+        }]
+    );
+    d.check_conservation();
+    assert_eq!(d.outstanding(0), 0);
+}
+
+#[test]
+fn the_ceiling_spaces_completions_and_the_burst_lets_some_through_together() {
+    // 1 M IOPS: one completion per microsecond at most.
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(1000.0),
+        iops_ceiling: 1e6,
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    for tag in 0..5 {
+        let _ = d.submit(SimTime::ZERO, 0, tag, &mut r);
+    }
+    run_until(&mut d, SimTime::MAX);
+    let mut got = Vec::new();
+    d.reap(0, 100, &mut got);
+    let posted: Vec<_> = got.iter().map(|e| e.posted_at).collect();
+    assert_eq!(posted, vec![us(1), us(2), us(3), us(4), us(5)]);
+
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(1000.0),
+        iops_ceiling: 1e6,
+        iops_burst: 3,
+        ..NvmeConfig::default()
+    });
+    for tag in 0..5 {
+        let _ = d.submit(SimTime::ZERO, 0, tag, &mut r);
+    }
+    run_until(&mut d, SimTime::MAX);
+    got.clear();
+    d.reap(0, 100, &mut got);
+    let posted: Vec<_> = got.iter().map(|e| e.posted_at).collect();
+    assert_eq!(posted, vec![us(1), us(1), us(1), us(2), us(3)]);
+}
+
+#[test]
+fn threshold_coalesces_thr_plus_one_entries_into_one_msi() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(1000.0),
+        iops_ceiling: 1e9,
+        coalescing: Coalescing {
+            threshold: 3,
+            time_100us: 1,
+        },
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    for tag in 0..4 {
+        let _ = d.submit(ns(tag * 10), 0, tag, &mut r);
+    }
+    let msis = run_until(&mut d, SimTime::MAX);
+    assert_eq!(msis.len(), 1);
+    assert_eq!(msis[0].entries, 4);
+    assert_eq!(msis[0].cause, MsiCause::Threshold);
+    assert_eq!(msis[0].at, ns(1030));
+    assert_eq!(d.counters(0).msis_threshold, 1);
+}
+
+#[test]
+fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(1000.0),
+        iops_ceiling: 1e9,
+        coalescing: Coalescing {
+            threshold: 9,
+            time_100us: 2,
+        },
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
+    assert!(run_until(&mut d, us(50)).is_empty());
+    let _ = d.submit(us(50), 0, 2, &mut r);
+    let msis = run_until(&mut d, SimTime::MAX);
+    assert_eq!(
+        msis,
+        vec![NvmeMsi {
+            at: us(201),
+            vector: 0,
+            entries: 2,
+            cause: MsiCause::Timer
+        }]
+    );
+}
+
+#[test]
+fn reaping_unsignalled_entries_cancels_their_msi() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(1000.0),
+        iops_ceiling: 1e9,
+        coalescing: Coalescing {
+            threshold: 7,
+            time_100us: 1,
+        },
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
+    let _ = d.submit(SimTime::ZERO, 0, 2, &mut r);
+    assert!(run_until(&mut d, us(2)).is_empty());
+    assert_eq!(
+        d.next_event(),
+        Some(us(101)),
+        "the aggregation timer is armed"
+    );
+    let mut got = Vec::new();
+    assert_eq!(d.reap(0, 1, &mut got), 1);
+    assert_eq!(
+        d.next_event(),
+        Some(us(101)),
+        "one entry still awaits its MSI"
+    );
+    assert_eq!(d.reap(0, 1, &mut got), 1);
+    assert_eq!(d.next_event(), None, "nothing left to signal");
+    assert_eq!(d.counters(0).entries_reaped_unsignalled, 2);
+    assert_eq!(d.counters(0).msis, 0);
+    d.check_conservation();
+}
+
+#[test]
+fn each_vector_coalesces_on_its_own_and_overrides_apply() {
+    let mut d = drive(NvmeConfig {
+        queues: 2,
+        latency_ns: fixed_latency(1000.0),
+        iops_ceiling: 1e9,
+        coalescing: Coalescing {
+            threshold: 1,
+            time_100us: 1,
+        },
+        vector_coalescing: vec![VectorCoalescing {
+            vector: 1,
+            threshold: 0,
+            time_100us: 0,
+        }],
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    for q in 0..2 {
+        for tag in 0..2 {
+            let _ = d.submit(SimTime::ZERO, q, tag, &mut r);
+        }
+    }
+    let msis = run_until(&mut d, SimTime::MAX);
+    let of = |v| msis.iter().filter(|m| m.vector == v).count();
+    assert_eq!(of(0), 1, "vector 0 pairs its two entries");
+    assert_eq!(of(1), 2, "vector 1 is not coalesced");
+}
+
+#[test]
+#[should_panic(expected = "was not advanced")]
+fn an_input_after_a_missed_event_is_an_engine_bug() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: fixed_latency(1000.0),
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
+    let _ = d.submit(us(5), 0, 2, &mut r);
+}
+
+#[test]
+fn a_full_queue_refuses_commands_and_counts_them() {
+    let mut d = drive(NvmeConfig {
+        queue_entries: 4,
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    for tag in 0..3 {
+        assert_eq!(
+            d.submit(SimTime::ZERO, 0, tag, &mut r),
+            NvmeSubmitOutcome::Accepted
+        );
+    }
+    assert_eq!(
+        d.submit(SimTime::ZERO, 0, 3, &mut r),
+        NvmeSubmitOutcome::QueueFull
+    );
+    run_until(&mut d, SimTime::MAX);
+    assert_eq!(
+        d.submit(us(100), 0, 3, &mut r),
+        NvmeSubmitOutcome::QueueFull,
+        "entries in the CQ still hold their slots"
+    );
+    d.reap(0, 1, &mut Vec::new());
+    assert_eq!(d.submit(us(100), 0, 3, &mut r), NvmeSubmitOutcome::Accepted);
+    assert_eq!(d.counters(0).rejected_queue_full, 2);
+    d.check_conservation();
+}
+
+#[test]
+fn config_errors_name_the_field_and_toml_uses_defaults() {
+    let e = NvmeConfig {
+        coalescing: Coalescing {
+            threshold: 256,
+            time_100us: 1,
+        },
+        ..NvmeConfig::default()
+    }
+    .validate("nvme[1]")
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("nvme[1].coalescing.threshold"),
+        "{e}"
+    );
+    let e = NvmeConfig {
+        queues: 2,
+        vector_coalescing: vec![VectorCoalescing {
+            vector: 2,
+            threshold: 1,
+            time_100us: 1,
+        }],
+        ..NvmeConfig::default()
+    }
+    .validate("n")
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("n.vector_coalescing[0].vector"),
+        "{e}"
+    );
+    for bad in [
+        NvmeConfig {
+            queues: 0,
+            ..NvmeConfig::default()
+        },
+        NvmeConfig {
+            queue_entries: 1,
+            ..NvmeConfig::default()
+        },
+        NvmeConfig {
+            iops_ceiling: f64::INFINITY,
+            ..NvmeConfig::default()
+        },
+        NvmeConfig {
+            iops_burst: 0,
+            ..NvmeConfig::default()
+        },
+        NvmeConfig {
+            latency_ns: Dist::Exponential { mean: -1.0 },
+            ..NvmeConfig::default()
+        },
+    ] {
+        assert!(bad.validate("n").is_err(), "{bad:?}");
+    }
+    let c: NvmeConfig = toml::from_str(
+        "queues = 4\ncoalescing = { threshold = 7, time_100us = 1 }\n\
+         latency_ns = { kind = \"fixed\", value = 80000 }\n",
+    )
+    .unwrap();
+    assert_eq!(c.queue_entries, 1024);
+    assert_eq!(c.coalescing_of(3).entries(), 8);
+    assert!(toml::from_str::<NvmeConfig>("queus = 4\n").is_err());
+    assert!(NvmeHostCosts::default().validate("h").is_ok());
+}
+
+/// A closed-loop fio-like job per queue, as the lead's host side would run it: keep
+/// `iodepth` in flight, reap everything on each MSI at once (no CPU cost), resubmit.
+fn closed_loop(cfg: NvmeConfig, iodepth: u32, duration: SimTime) -> (NvmeDrive, u64, u64) {
+    let mut d = drive(cfg);
+    let mut r = rng();
+    let queues = d.queues();
+    let mut tag = 0;
+    for q in 0..queues {
+        for _ in 0..iodepth {
+            let _ = d.submit(SimTime::ZERO, q, tag, &mut r);
+            tag += 1;
+        }
+    }
+    let (mut msis, mut got) = (Vec::new(), Vec::new());
+    let mut reaped = 0;
+    while let Some(t) = d.next_event() {
+        if t > duration {
+            break;
+        }
+        msis.clear();
+        d.advance(t, &mut msis);
+        for m in &msis {
+            got.clear();
+            d.reap(m.vector, u32::MAX, &mut got);
+            for _ in &got {
+                reaped += 1;
+                let _ = d.submit(t, m.vector, tag, &mut r);
+                tag += 1;
+            }
+        }
+        d.check_conservation();
+    }
+    let msis = d.totals().msis;
+    (d, reaped, msis)
+}
+
+#[test]
+fn closed_loop_iops_is_bounded_by_latency_at_low_depth_and_by_the_ceiling_at_high() {
+    let cfg = NvmeConfig {
+        queues: 4,
+        latency_ns: fixed_latency(10_000.0),
+        iops_ceiling: 1e6,
+        ..NvmeConfig::default()
+    };
+    let window = SimTime(10 * 1_000_000_000); // 10 ms
+                                              // 4 queues x QD1 at 10 us: 400 K IOPS, under the ceiling.
+    let (_, reaped, msis) = closed_loop(cfg.clone(), 1, window);
+    let iops = reaped as f64 / window.as_secs_f64();
+    assert!((iops - 4e5).abs() / 4e5 < 0.01, "{iops}");
+    assert_eq!(msis, reaped, "no coalescing: one MSI per I/O");
+    // 4 x QD64: demand 25.6 M IOPS, the ceiling holds it at 1 M.
+    let (_, reaped, _) = closed_loop(cfg.clone(), 64, window);
+    let iops = reaped as f64 / window.as_secs_f64();
+    assert!((iops - 1e6).abs() / 1e6 < 0.01, "{iops}");
+    // Coalescing 8 entries cuts interrupts per I/O to about 1/8.
+    let coalesced = NvmeConfig {
+        coalescing: Coalescing {
+            threshold: 7,
+            time_100us: 1,
+        },
+        ..cfg
+    };
+    let (_, reaped, msis) = closed_loop(coalesced, 64, window);
+    let per_io = msis as f64 / reaped as f64;
+    assert!((per_io - 0.125).abs() < 0.01, "{per_io}");
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Submit(u16),
+    Advance(u64),
+    Reap(u16, u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u16..3).prop_map(Op::Submit),
+        3 => (0u64..300_000).prop_map(Op::Advance),
+        2 => ((0u16..3), (0u32..6)).prop_map(|(q, m)| Op::Reap(q, m)),
+    ]
+}
+
+proptest! {
+    /// Under any host behaviour: conservation after every step; completions respect the
+    /// latency floor and the ceiling's spacing; and once the host stops, every entry it
+    /// has not consumed gets signalled (nothing is stranded).
+    #[test]
+    fn conservation_and_no_stranded_entries(
+        ops in proptest::collection::vec(op(), 1..200),
+        thr in 0u32..4,
+        time in 0u32..3,
+        seed in any::<u64>(),
+    ) {
+        let mut d = drive(NvmeConfig {
+            queues: 3,
+            queue_entries: 8,
+            iops_ceiling: 5e6,
+            latency_ns: Dist::ShiftedExponential { min: 2000.0, mean_above_min: 3000.0 },
+            coalescing: Coalescing { threshold: thr, time_100us: time },
+            ..NvmeConfig::default()
+        });
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut now = SimTime::ZERO;
+        let (mut msis, mut got) = (Vec::new(), Vec::new());
+        let mut tag = 0;
+        let mut refused = 0;
+        for op in ops {
+            match op {
+                Op::Submit(q) => {
+                    if d.submit(now, q, tag, &mut r) == NvmeSubmitOutcome::QueueFull {
+                        refused += 1;
+                        prop_assert_eq!(d.outstanding(q), 7);
+                    }
+                    tag += 1;
+                }
+                Op::Advance(dt) => {
+                    now = SimTime(now.0 + dt * 1_000);
+                    d.advance(now, &mut msis);
+                }
+                Op::Reap(q, m) => { d.reap(q, m, &mut got); }
+            }
+            d.check_conservation();
+            prop_assert!(d.next_event().is_none_or(|t| t > now));
+        }
+        let t = d.totals();
+        prop_assert_eq!(t.submitted + refused, tag);
+        // Drain without reaping: every command completes, every entry is signalled.
+        d.advance(SimTime(u64::MAX / 2), &mut msis);
+        d.check_conservation();
+        let t = d.totals();
+        prop_assert_eq!(t.completed, t.submitted);
+        prop_assert_eq!(t.completed, t.entries_signalled + t.entries_reaped_unsignalled);
+        prop_assert_eq!(msis.iter().map(|m| m.entries as u64).sum::<u64>(), t.entries_signalled);
+        prop_assert!(msis.windows(2).all(|w| w[0].at <= w[1].at));
+        for q in 0..3 {
+            got.clear();
+            d.reap(q, u32::MAX, &mut got);
+        }
+        d.check_conservation();
+        prop_assert_eq!(d.totals().reaped, d.totals().submitted);
+    }
+}
+
+proptest! {
+    /// The gate never lets completions closer than 1 / ceiling (burst 1), and none
+    /// completes before its submission plus the latency floor.
+    #[test]
+    fn ceiling_and_latency_floor_hold(
+        submits in proptest::collection::vec((0u64..20_000, 0u16..2), 1..100),
+        seed in any::<u64>(),
+    ) {
+        let mut d = drive(NvmeConfig {
+            queues: 2,
+            iops_ceiling: 2e6,
+            latency_ns: Dist::ShiftedExponential { min: 1000.0, mean_above_min: 500.0 },
+            ..NvmeConfig::default()
+        });
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut times: Vec<_> = submits.iter().map(|(t, q)| (ns(*t), *q)).collect();
+        times.sort();
+        let mut msis = Vec::new();
+        for (i, (t, q)) in times.iter().enumerate() {
+            d.advance(*t, &mut msis);
+            let _ = d.submit(*t, *q, i as u64, &mut r);
+        }
+        run_until(&mut d, SimTime::MAX);
+        let mut got = Vec::new();
+        d.reap(0, u32::MAX, &mut got);
+        d.reap(1, u32::MAX, &mut got);
+        prop_assert_eq!(got.len(), times.len());
+        for e in &got {
+            prop_assert!(e.posted_at >= e.submitted_at + Duration::from_ns(1000));
+        }
+        let mut posted: Vec<_> = got.iter().map(|e| e.posted_at).collect();
+        posted.sort();
+        prop_assert!(posted.windows(2).all(|w| w[1] - w[0] >= Duration::from_ns(500)));
+    }
+}
