@@ -4,8 +4,11 @@
 //! Every experiment takes a seed; rows come from the model, never from hardware.
 
 pub mod coalesce_loops;
+pub mod nic_napi;
+pub mod nvme_posted;
 pub mod pir_variants;
 pub mod posted_vs_remapped;
+pub mod vmd;
 
 use serde::Serialize;
 
@@ -137,6 +140,21 @@ pub const ALL: &[ExperimentInfo] = &[
         name: "coalesce-loops",
         summary: "MAX_LOOPS 1..8 and unbounded at a moderate and a high rate: handled rate, notifications per MSI, p99",
         run: coalesce_loops::run_with,
+    },
+    ExperimentInfo {
+        name: "vmd",
+        summary: "NVMe drives behind VMD, remap vs bypass, over drives x CPUs: IOPS, CPU, interrupts per I/O, p99",
+        run: vmd::run_with,
+    },
+    ExperimentInfo {
+        name: "nvme-posted",
+        summary: "4 NVMe drives near their IOPS ceiling, posted MSI on and off, by number of jobs",
+        run: nvme_posted::run_with,
+    },
+    ExperimentInfo {
+        name: "nic-napi",
+        summary: "one NIC RX queue with NAPI, light load to overload, interrupt throttling off and at two settings",
+        run: nic_napi::run_with,
     },
 ];
 

@@ -92,6 +92,7 @@ pub fn scenario(variant: &str, vectors: &[u32], inflight: u32, seed: u64) -> Sce
                 }),
             })
             .collect(),
+        ..Scenario::builder().into_unvalidated()
     }
 }
 

@@ -67,6 +67,7 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
                 closed_loop: None,
             })
             .collect(),
+        ..Scenario::builder().into_unvalidated()
     }
 }
 

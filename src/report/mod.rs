@@ -35,6 +35,10 @@ pub struct Report {
     pub pid_line: PidLineReport,
     pub iommu: IommuReport,
     pub devices: Vec<crate::system::device_runtime::DeviceReport>,
+    /// NVMe drives, NIC queues and VMD domains.
+    pub io: crate::system::io::IoReport,
+    /// Flow control per MSI source.
+    pub sources: Vec<crate::system::sources::SourceReport>,
     /// From an MSI being raised to the start of the handler that serves it.
     pub latency_ns: LatencySummary,
     /// Handled MSIs per simulated second.
@@ -79,6 +83,8 @@ pub struct CpuReport {
     pub handlers_ns: f64,
     pub pid_access_ns: f64,
     pub eoi_ns: f64,
+    pub softirq_ns: f64,
+    pub app_ns: f64,
     pub interrupts_taken: u64,
     pub handler_calls: u64,
     /// Plain loads of PIR words by this CPU's handlers.

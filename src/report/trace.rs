@@ -240,6 +240,7 @@ impl Observer for RunTrace {
                     CpuActivity::Handler { .. } => "handler",
                     CpuActivity::PidAccess { .. } => "pid",
                     CpuActivity::Eoi => "eoi",
+                    CpuActivity::Deferred { .. } => "deferred",
                 };
                 f.write(format_args!(
                     r#"{{"ph":"X","name":"{}","cat":"{cat}","pid":{cpus},"tid":{cpu},"ts":{:.6},"dur":{:.6}}}"#,

@@ -49,6 +49,10 @@ impl Scenario {
                 iommu: IommuConfig::default(),
                 costs: Costs::default(),
                 devices: Vec::new(),
+                nvme: Vec::new(),
+                jobs: Vec::new(),
+                vmd: Vec::new(),
+                nics: Vec::new(),
             },
         }
     }

@@ -20,6 +20,8 @@ pub struct Costs {
     /// x2APIC register access costs (EOI and ICR writes, IPI flight).
     pub apic: LapicCosts,
     pub device: DeviceCosts,
+    /// Host side of NVMe I/O: submission and per-entry reaping, cycles.
+    pub nvme_host: devices::NvmeHostCosts,
     pub pid_line: LineCosts,
     pub remap: RemapCosts,
     pub fabric: FabricCosts,
@@ -34,6 +36,9 @@ impl Costs {
         self.cpu.validate()?;
         check_non_negative("costs.apic.ipi_latency_ns", self.apic.ipi_latency_ns)?;
         self.device.validate()?;
+        self.nvme_host
+            .validate("costs.nvme_host")
+            .map_err(|e| ScenarioError::invalid_from("costs.nvme_host", e))?;
         self.pid_line
             .validate()
             .map_err(|e| ScenarioError::invalid_from("costs.pid_line", e))?;

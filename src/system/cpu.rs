@@ -20,6 +20,35 @@ pub enum CpuState {
     Running(Vector),
     /// `irq_exit` and IRET are in progress.
     Exiting,
+    /// Running a piece of deferred work (a job's submission, a NAPI poll) with
+    /// interrupts enabled; interrupts are taken when it ends.
+    Deferred(Deferred),
+}
+
+/// Work a CPU does outside hardirq context, one indivisible piece at a time: softirq
+/// NAPI polls and application (fio job) submissions. Interrupts are taken between
+/// pieces, which approximates preemption at the granularity of one piece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    /// The fio-like job `job` submits one I/O.
+    NvmeSubmit { job: u32 },
+    /// A NAPI poll of NIC `nic` queue `queue`.
+    NapiPoll { nic: u16, queue: u16 },
+}
+
+/// Which handler is registered on a vector of a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum HandlerRef {
+    #[default]
+    None,
+    /// A DSA work queue (scenario `devices[i]`).
+    Dsa(u32),
+    /// An NVMe drive's I/O queue (`nvme_irq`).
+    NvmeQueue { drive: u16, queue: u16 },
+    /// A VMD domain's vector (`vmd_irq`): runs every child handler on it.
+    Vmd { domain: u16, vector: u16 },
+    /// A NIC queue's interrupt (schedules NAPI).
+    NicQueue { nic: u16, queue: u16 },
 }
 
 /// Where a CPU's busy time went, by category.
@@ -32,11 +61,21 @@ pub struct CpuTime {
     /// Loads and locked operations on the posted-interrupt descriptor.
     pub pid_access: Duration,
     pub eoi: Duration,
+    /// NAPI polls (softirq).
+    pub softirq: Duration,
+    /// Application work: the jobs' I/O submissions.
+    pub app: Duration,
 }
 
 impl CpuTime {
     pub fn busy(&self) -> Duration {
-        self.irq_entry + self.irq_exit + self.handlers + self.pid_access + self.eoi
+        self.irq_entry
+            + self.irq_exit
+            + self.handlers
+            + self.pid_access
+            + self.eoi
+            + self.softirq
+            + self.app
     }
 }
 
@@ -61,8 +100,6 @@ impl CpuOpCounts {
     }
 }
 
-const NO_DEVICE: u32 = u32::MAX;
-
 pub struct Cpu {
     pub apic: LocalApic,
     pub pid: PidLine,
@@ -75,8 +112,12 @@ pub struct Cpu {
     pub interrupts_taken: u64,
     pub handler_calls: u64,
     pub ops: CpuOpCounts,
-    /// Which device's handler is registered on each vector of this CPU.
-    device_of_vector: [u32; 256],
+    /// Which handler is registered on each vector of this CPU.
+    handler_of_vector: [HandlerRef; 256],
+    /// Deferred work waiting for the CPU, oldest first.
+    pub deferred: std::collections::VecDeque<Deferred>,
+    /// When the activity in progress (if any) ends.
+    pub activity_end: sim_core::SimTime,
 }
 
 impl Cpu {
@@ -92,16 +133,24 @@ impl Cpu {
             interrupts_taken: 0,
             handler_calls: 0,
             ops: CpuOpCounts::default(),
-            device_of_vector: [NO_DEVICE; 256],
+            handler_of_vector: [HandlerRef::None; 256],
+            deferred: std::collections::VecDeque::new(),
+            activity_end: sim_core::SimTime::ZERO,
         }
     }
 
-    pub fn register_handler(&mut self, vector: Vector, device: u32) {
-        self.device_of_vector[vector.0 as usize] = device;
+    pub fn register_handler(&mut self, vector: Vector, handler: HandlerRef) {
+        self.handler_of_vector[vector.0 as usize] = handler;
     }
 
-    pub fn device_of(&self, vector: Vector) -> Option<u32> {
-        let d = self.device_of_vector[vector.0 as usize];
-        (d != NO_DEVICE).then_some(d)
+    pub fn handler_of(&self, vector: Vector) -> HandlerRef {
+        self.handler_of_vector[vector.0 as usize]
+    }
+
+    /// The lowest device vector (0x21 and up, below `limit`) with no handler.
+    pub fn free_vector(&self, limit: u8) -> Option<Vector> {
+        (0x21..limit)
+            .map(Vector)
+            .find(|v| self.handler_of(*v) == HandlerRef::None)
     }
 }

@@ -1,14 +1,13 @@
 //! Device runtimes inside a [`System`]: open-loop sources and closed-loop DSA jobs,
 //! and the host-side work their handlers do.
 
-use devices::{DsaQueue, DsaWorkQueue, RaisedMsi, SubmitOutcome};
+use devices::{DsaQueue, DsaWorkQueue, SubmitOutcome};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use sim_core::{Duration, SimTime};
 
-use super::ledger::MsiToken;
 use super::scenario::ClosedLoopConfig;
-use super::{Event, InFlightMsi, System};
+use super::{Event, System};
 use crate::engine::Priority;
 
 pub(super) enum DeviceModel {
@@ -28,12 +27,8 @@ pub(super) struct Device {
     pub model: DeviceModel,
     pub rng: ChaCha8Rng,
     pub handler_cycles: f64,
-    /// MSIs this device must write but cannot yet: no request credit was free.
-    pub msi_backlog: u64,
-    /// Times an MSI had to wait for a credit.
-    pub msi_stalls: u64,
-    /// Whether the device is in the queue of devices waiting for a credit.
-    pub waiting_for_credit: bool,
+    /// Its MSI source (see [`super::sources`]).
+    pub source: u32,
 }
 
 /// Per-device figures in the report.
@@ -59,18 +54,11 @@ pub struct DeviceReport {
 }
 
 impl Device {
-    /// The MSI (address, data) and requester id this device writes.
-    fn msi_identity(&self) -> (sim_core::MsiMessage, u16) {
-        match &self.model {
-            DeviceModel::Open(q) => (q.message(), q.source_id()),
-            DeviceModel::Closed { wq, .. } => (wq.message(), wq.source_id()),
-        }
-    }
-
-    pub(super) fn report(&self) -> DeviceReport {
+    pub(super) fn report(&self, sources: &[super::sources::MsiSource]) -> DeviceReport {
+        let src = &sources[self.source as usize];
         DeviceReport {
-            msi_backlog: self.msi_backlog,
-            msi_stalls: self.msi_stalls,
+            msi_backlog: src.backlog,
+            msi_stalls: src.stalls,
             ..self.model_report()
         }
     }
@@ -136,10 +124,10 @@ impl System {
         let DeviceModel::Open(q) = &mut d.model else {
             unreachable!("DeviceCompletion for a closed-loop device");
         };
-        let (msi, next) = q.complete(now, &mut d.rng);
+        let (_msi, next) = q.complete(now, &mut d.rng);
         self.queue
             .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
-        self.raise_msi(now, device, msi);
+        self.raise_msi(now, self.devices[device as usize].source);
     }
 
     /// A descriptor written by the host reaches a closed-loop work queue.
@@ -179,75 +167,9 @@ impl System {
             self.queue
                 .schedule(t, Priority::DEVICE, Event::DsaEngineDone { device });
         }
-        if let Some(msi) = msi {
-            self.raise_msi(now, device, msi);
+        if msi.is_some() {
+            self.raise_msi(now, self.devices[device as usize].source);
         }
-    }
-
-    /// A device wants to write an MSI: it does so at once if a request credit is free,
-    /// else the MSI waits in the device (counted, in constant memory) until one is.
-    fn raise_msi(&mut self, now: SimTime, device: u32, msi: RaisedMsi) {
-        if self.iommu.credits_free == 0 {
-            let d = &mut self.devices[device as usize];
-            d.msi_backlog += 1;
-            d.msi_stalls += 1;
-            if !d.waiting_for_credit {
-                d.waiting_for_credit = true;
-                self.iommu.credit_waiters.push_back(device);
-            }
-            return;
-        }
-        self.write_msi(now, device, msi.message, msi.source_id);
-    }
-
-    /// A request credit came back: the longest-waiting device writes one held MSI and,
-    /// if it has more, queues again behind the others (round robin).
-    pub(super) fn credit_returned(&mut self, now: SimTime) {
-        self.iommu.credits_free += 1;
-        let Some(device) = self.iommu.credit_waiters.pop_front() else {
-            return;
-        };
-        let d = &mut self.devices[device as usize];
-        d.msi_backlog -= 1;
-        if d.msi_backlog > 0 {
-            self.iommu.credit_waiters.push_back(device);
-        } else {
-            d.waiting_for_credit = false;
-        }
-        let (message, source_id) = d.msi_identity();
-        self.write_msi(now, device, message, source_id);
-    }
-
-    /// The device writes an MSI now; it reaches the IOMMU after the write's latency.
-    fn write_msi(
-        &mut self,
-        now: SimTime,
-        device: u32,
-        message: sim_core::MsiMessage,
-        source_id: u16,
-    ) {
-        self.iommu.credits_free -= 1;
-        let token = MsiToken {
-            id: self.ledger.generated,
-            raised: now,
-        };
-        self.ledger.generated += 1;
-        self.ledger.device_to_iommu += 1;
-        self.emit(super::SimEvent::MsiRaised {
-            t: now,
-            device,
-            msi: token,
-        });
-        let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
-        self.queue.schedule(
-            arrive,
-            Priority::DEVICE,
-            Event::MsiAtIommu(InFlightMsi {
-                token,
-                message,
-                source_id,
-            }),
-        );
     }
 
     /// Cycles the device handler of `device` spends when it runs at `now` serving

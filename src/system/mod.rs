@@ -15,9 +15,11 @@ pub mod builder;
 pub mod costs;
 pub mod cpu;
 pub mod device_runtime;
+pub mod io;
 pub mod ledger;
 pub mod observe;
 pub mod scenario;
+pub mod sources;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -42,17 +44,47 @@ use crate::report::{
 };
 pub use builder::ScenarioBuilder;
 pub use costs::{Costs, CpuCosts, DeviceCosts};
-pub use cpu::{CpuState, CpuTime};
+pub use cpu::{CpuState, CpuTime, Deferred, HandlerRef};
 use ledger::{Ledger, MsiToken};
 pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
 pub use scenario::{
     ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, Scenario,
     ScenarioError,
 };
+use sources::MsiSource;
 
 /// Largest latency the histogram resolves (one hour, in ns); larger values saturate.
 /// Fixed bounds keep the histogram's memory constant over a run.
 const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
+
+/// The IRTE the host programs for an MSI of `vector` aimed at CPU `cpu`.
+fn make_irte(
+    sc: &Scenario,
+    cpu: u32,
+    vector: Vector,
+    source_id: u16,
+) -> Result<Irte, ScenarioError> {
+    Ok(match sc.mode {
+        DeliveryMode::Posted => Irte::posted(PostedIrte {
+            vector,
+            pda: sc.pid_address_of(cpu),
+            urg: false,
+            fpd: false,
+            source: SourceCheck::exact(source_id),
+        })
+        .map_err(|e| ScenarioError::invalid_from(&format!("cpus.pid_addresses[{cpu}]"), e))?,
+        DeliveryMode::Remapped => Irte::remapped(RemappedIrte {
+            vector,
+            dest: sc.apic_id_of(cpu),
+            dest_mode_logical: false,
+            redirection_hint: false,
+            level_triggered: false,
+            delivery_mode: IrteDeliveryMode::Fixed,
+            fpd: false,
+            source: SourceCheck::exact(source_id),
+        }),
+    })
+}
 
 /// The descriptor-line access a CPU operation makes, if any.
 fn line_op_of(op: CpuOp) -> Option<LineOp> {
@@ -74,6 +106,8 @@ enum Event {
     DsaSubmit { device: u32 },
     /// An engine of a closed-loop work queue finishes a descriptor.
     DsaEngineDone { device: u32 },
+    /// An NVMe drive or NIC queue asked to be woken now (stale if `generation` moved on).
+    IoWake { dev: io::IoDev, generation: u32 },
     /// An MSI write reaches the IOMMU.
     MsiAtIommu(InFlightMsi),
     /// The IOMMU finished the current stage of the request at the head of its FIFO.
@@ -119,7 +153,7 @@ struct IommuUnit {
     updates: u64,
     /// Request credits not taken by an MSI in flight to, or queued in, the unit.
     credits_free: u32,
-    /// Devices holding MSIs back for lack of a credit, in arrival order.
+    /// Sources holding MSIs back for lack of a credit, in arrival order.
     credit_waiters: VecDeque<u32>,
     /// Interrupt messages sent into the fabric and not yet delivered.
     fabric_in_flight: u32,
@@ -149,6 +183,8 @@ pub struct System {
     pda_to_cpu: BTreeMap<u64, u32>,
     iommu: IommuUnit,
     devices: Vec<Device>,
+    sources: Vec<MsiSource>,
+    io: io::Io,
     ledger: Ledger,
     latency: Histogram<u64>,
     notifications_sent: u64,
@@ -216,36 +252,16 @@ impl System {
         let fabric = InterruptMessageFabric::new(&costs.fabric)
             .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
         let mut devices = Vec::with_capacity(sc.devices.len());
+        let mut sources = Vec::with_capacity(sc.devices.len());
         for (i, d) in sc.devices.iter().enumerate() {
             let cpu = sc.target_cpu_of(i, &apic_to_cpu);
             let vector = Vector(d.vector as u8);
             let index = sc.irte_index_of(i);
-            let irte = match sc.mode {
-                DeliveryMode::Posted => Irte::posted(PostedIrte {
-                    vector,
-                    pda: sc.pid_address_of(cpu),
-                    urg: false,
-                    fpd: false,
-                    source: SourceCheck::exact(d.source_id),
-                })
-                .map_err(|e| {
-                    ScenarioError::invalid_from(&format!("cpus.pid_addresses[{cpu}]"), e)
-                })?,
-                DeliveryMode::Remapped => Irte::remapped(RemappedIrte {
-                    vector,
-                    dest: sc.apic_id_of(cpu),
-                    dest_mode_logical: false,
-                    redirection_hint: false,
-                    level_triggered: false,
-                    delivery_mode: IrteDeliveryMode::Fixed,
-                    fpd: false,
-                    source: SourceCheck::exact(d.source_id),
-                }),
-            };
+            let irte = make_irte(sc, cpu, vector, d.source_id)?;
             remapper
                 .set_irte(index, irte)
                 .map_err(|e| ScenarioError::invalid_from(&format!("devices[{i}].irte_index"), e))?;
-            cpus[cpu as usize].register_handler(vector, i as u32);
+            cpus[cpu as usize].register_handler(vector, HandlerRef::Dsa(i as u32));
             let handle = d.msi_handle.unwrap_or(index) as u16;
             let message = encode_remappable(handle, false, 0);
             let name = if d.name.is_empty() {
@@ -264,16 +280,66 @@ impl System {
                 },
                 (None, None) => unreachable!("validated: a device has arrival or closed_loop"),
             };
+            sources.push(MsiSource::new(name.clone(), message, d.source_id));
             devices.push(Device {
                 rng: streams.stream(&name),
                 name,
                 model,
                 handler_cycles: d.handler_cycles,
-                msi_backlog: 0,
-                msi_stalls: 0,
-                waiting_for_credit: false,
+                source: sources.len() as u32 - 1,
             });
         }
+
+        // I/O devices take the next free vector on their CPU and the next free IRTE.
+        let mut used_irtes: std::collections::BTreeSet<u32> =
+            (0..sc.devices.len()).map(|i| sc.irte_index_of(i)).collect();
+        let mut next_irte = 0u32;
+        let vector_limit = match sc.mode {
+            DeliveryMode::Posted => POSTED_MSI_NOTIFICATION_VECTOR.0,
+            DeliveryMode::Remapped => 0xff,
+        };
+        let mut add_source = |cpu: u32,
+                              handler: HandlerRef,
+                              name: String,
+                              source_id: u16|
+         -> Result<u32, ScenarioError> {
+            let vector = cpus[cpu as usize]
+                .free_vector(vector_limit)
+                .ok_or_else(|| {
+                    ScenarioError::invalid(
+                        format!("{name}: interrupt vector on CPU {cpu}"),
+                        "none free",
+                        format!("at most {} device vectors per CPU", vector_limit - 0x21),
+                    )
+                })?;
+            while used_irtes.contains(&next_irte) {
+                next_irte += 1;
+            }
+            if next_irte >= sc.iommu.irte_entries {
+                return Err(ScenarioError::invalid(
+                    "iommu.irte_entries",
+                    sc.iommu.irte_entries,
+                    format!("enough entries for every MSI source ({name} needs one more)"),
+                ));
+            }
+            let index = next_irte;
+            used_irtes.insert(index);
+            remapper
+                .set_irte(index, make_irte(sc, cpu, vector, source_id)?)
+                .map_err(|e| ScenarioError::invalid_from("iommu.irte_entries", e))?;
+            cpus[cpu as usize].register_handler(vector, handler);
+            sources.push(MsiSource::new(
+                name,
+                encode_remappable(index as u16, false, 0),
+                source_id,
+            ));
+            Ok(sources.len() as u32 - 1)
+        };
+        let io = io::build(io::IoBuild {
+            sc,
+            streams,
+            add_source: &mut add_source,
+        })?;
 
         let queue = EventQueue::with_capacity(1024);
         let mut system = System {
@@ -303,6 +369,8 @@ impl System {
                 fabric_stall_since: SimTime::ZERO,
             },
             devices,
+            sources,
+            io,
             latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
                 .expect("static histogram bounds are valid"),
             notifications_sent: 0,
@@ -315,6 +383,7 @@ impl System {
             observer: None,
         };
         system.start_devices();
+        system.start_io();
         Ok(system)
     }
 
@@ -384,9 +453,10 @@ impl System {
         self.cpus.len() as u32
     }
 
-    /// Device names, in scenario order.
+    /// Names of the MSI sources (one per device vector), in the order the trace and
+    /// [`SimEvent::MsiRaised`] number them.
     pub fn device_names(&self) -> Vec<String> {
-        self.devices.iter().map(|d| d.name.clone()).collect()
+        self.sources.iter().map(|s| s.name.clone()).collect()
     }
 
     /// MSIs handled so far.
@@ -404,6 +474,7 @@ impl System {
             Event::DeviceCompletion { device } => self.on_device_completion(now, device),
             Event::DsaSubmit { device } => self.on_dsa_submit(now, device),
             Event::DsaEngineDone { device } => self.on_dsa_engine_done(now, device),
+            Event::IoWake { dev, generation } => self.on_io_wake(now, dev, generation),
             Event::MsiAtIommu(msi) => {
                 self.ledger.device_to_iommu -= 1;
                 self.ledger.iommu += 1;
@@ -673,7 +744,11 @@ impl System {
     /// An idle CPU (IF=1) takes the highest deliverable interrupt.
     fn try_take_interrupt(&mut self, now: SimTime, cpu: u32) {
         let c = &mut self.cpus[cpu as usize];
-        if c.state != CpuState::Idle || c.apic.deliverable().is_none() {
+        if c.state != CpuState::Idle {
+            return;
+        }
+        if c.apic.deliverable().is_none() {
+            self.start_deferred(now, cpu);
             return;
         }
         let vector = c.apic.acknowledge().expect("deliverable() was Some");
@@ -684,9 +759,15 @@ impl System {
         if !self.is_notification(vector) {
             self.ledger.acknowledged(cpu as usize, vector);
         }
-        self.queue
-            .schedule(now + cost, Priority::CPU, Event::CpuStep { cpu });
+        self.schedule_cpu_step(cpu, now + cost);
         self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqEntry { vector });
+    }
+
+    /// The CPU's current activity ends at `at`.
+    fn schedule_cpu_step(&mut self, cpu: u32, at: SimTime) {
+        self.cpus[cpu as usize].activity_end = at;
+        self.queue
+            .schedule(at, Priority::CPU, Event::CpuStep { cpu });
     }
 
     fn is_notification(&self, vector: Vector) -> bool {
@@ -721,6 +802,7 @@ impl System {
                 self.cpus[c].state = CpuState::Idle;
                 self.try_take_interrupt(now, cpu);
             }
+            CpuState::Deferred(work) => self.finish_deferred(now, cpu, work),
         }
     }
 
@@ -779,8 +861,7 @@ impl System {
                 cost
             }
         };
-        self.queue
-            .schedule(now + cost, Priority::CPU, Event::CpuStep { cpu });
+        self.schedule_cpu_step(cpu, now + cost);
     }
 
     /// Charges an operation at issue and does what happens at its start.
@@ -803,9 +884,10 @@ impl System {
                     self.latency.saturating_record(ns);
                 }
                 self.cpus[c].handler_calls += 1;
-                let body = match self.cpus[c].device_of(vector) {
-                    Some(d) => self.device_handler_cycles(now, d, self.served.len()),
-                    None => 0.0,
+                let body = match self.cpus[c].handler_of(vector) {
+                    HandlerRef::Dsa(d) => self.device_handler_cycles(now, d, self.served.len()),
+                    HandlerRef::None => 0.0,
+                    other => self.io_handler_cycles(now, cpu, other),
                 };
                 let cost = self.freq.cycles_f64(self.costs.cpu.irq_flow_cycles + body);
                 self.cpus[c].time.handlers += cost;
@@ -882,7 +964,9 @@ impl System {
                 cpu: i as u32,
                 agents,
             });
-            let busy = c.time.busy();
+            // Work is charged when it starts; leave out the part of the activity in
+            // progress that lies after `now`.
+            let busy = c.time.busy().saturating_sub(c.activity_end.since(now));
             cpu_reports.push(CpuReport {
                 cpu: i as u32,
                 apic_id: c.apic.id().0,
@@ -897,6 +981,8 @@ impl System {
                 handlers_ns: c.time.handlers.as_ns_f64(),
                 pid_access_ns: c.time.pid_access.as_ns_f64(),
                 eoi_ns: c.time.eoi.as_ns_f64(),
+                softirq_ns: c.time.softirq.as_ns_f64(),
+                app_ns: c.time.app.as_ns_f64(),
                 interrupts_taken: c.interrupts_taken,
                 handler_calls: c.handler_calls,
                 pir_loads: c.ops.pir_loads,
@@ -981,7 +1067,13 @@ impl System {
             cpu: cpu_reports,
             pid_line: pid,
             iommu,
-            devices: self.devices.iter().map(Device::report).collect(),
+            devices: self
+                .devices
+                .iter()
+                .map(|d| d.report(&self.sources))
+                .collect(),
+            io: self.io_report(),
+            sources: self.source_reports(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {
                 self.ledger.handled as f64 / (elapsed_ns * 1e-9)

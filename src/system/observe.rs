@@ -24,6 +24,8 @@ pub enum CpuActivity {
     PidAccess { op: CpuOp },
     /// The EOI write.
     Eoi,
+    /// Deferred work with interrupts enabled: a NAPI poll or a job's submission.
+    Deferred { work: super::cpu::Deferred },
 }
 
 impl CpuActivity {
@@ -42,6 +44,12 @@ impl CpuActivity {
                 CpuOp::Eoi => "EOI".into(),
             },
             CpuActivity::Eoi => "EOI".into(),
+            CpuActivity::Deferred { work } => match work {
+                super::cpu::Deferred::NvmeSubmit { job } => format!("job{job} submit"),
+                super::cpu::Deferred::NapiPoll { nic, queue } => {
+                    format!("napi poll nic{nic} q{queue}")
+                }
+            },
         }
     }
 }

@@ -68,9 +68,21 @@ pub struct Scenario {
     pub iommu: IommuConfig,
     #[serde(default)]
     pub costs: Costs,
-    /// MSI sources.
+    /// DSA work queues (open or closed loop).
     #[serde(default)]
     pub devices: Vec<DeviceConfig>,
+    /// NVMe drives.
+    #[serde(default)]
+    pub nvme: Vec<super::io::NvmeDriveConfig>,
+    /// fio-like jobs driving the NVMe drives.
+    #[serde(default)]
+    pub jobs: Vec<super::io::JobConfig>,
+    /// VMD domains the drives may sit behind.
+    #[serde(default)]
+    pub vmd: Vec<super::io::VmdDomainConfig>,
+    /// NICs.
+    #[serde(default)]
+    pub nics: Vec<super::io::NicDeviceConfig>,
 }
 
 fn default_variant() -> String {
@@ -414,13 +426,14 @@ impl Scenario {
         self.validate_cpus()?;
         self.validate_iommu()?;
         self.costs.validate()?;
-        if self.devices.is_empty() {
+        if self.devices.is_empty() && self.nvme.is_empty() && self.nics.is_empty() {
             return Err(ScenarioError::invalid(
                 "devices",
                 "[]",
-                "at least one device",
+                "at least one MSI source: a DSA queue in `devices`, a drive in `nvme`, or a NIC in `nics`",
             ));
         }
+        super::io::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {

@@ -44,6 +44,7 @@
 //! pin polarity, delivery status, remappable RTE format, IOSAPIC.
 
 pub mod config;
+pub mod gic;
 pub mod icr;
 pub mod ioapic;
 pub mod lapic;

@@ -21,7 +21,9 @@ pub enum SmmuError {
 
     /// A queue base address that is not aligned to the queue's size in bytes, or
     /// wider than the 56-bit SMMU_CMDQ_BASE.ADDR field (IHI 0070 6.3.26).
-    #[error("smmu config field `{field}` = {value:#x}: must be aligned to {align} bytes and below 2^56")]
+    #[error(
+        "smmu config field `{field}` = {value:#x}: must be aligned to {align} bytes and below 2^56"
+    )]
     InvalidBaseAddress {
         field: &'static str,
         value: u64,
@@ -45,7 +47,9 @@ pub enum SmmuError {
     StreamIdOutOfRange { sid: u32, log2: u8 },
 
     /// A stream table size the model does not support (linear table, 0..=24 bits).
-    #[error("smmu config field `stream_table_log2` = {value}: allowed 0..=24 (linear stream table)")]
+    #[error(
+        "smmu config field `stream_table_log2` = {value}: allowed 0..=24 (linear stream table)"
+    )]
     InvalidStreamTableSize { value: u8 },
 
     /// An STE configuration the model cannot represent (stage 2 and nested translation
@@ -79,7 +83,11 @@ pub enum SmmuError {
 }
 
 /// Checks one nanosecond cost field.
-pub(crate) fn check_ns(table: &'static str, field: &'static str, value: f64) -> Result<(), SmmuError> {
+pub(crate) fn check_ns(
+    table: &'static str,
+    field: &'static str,
+    value: f64,
+) -> Result<(), SmmuError> {
     if value.is_finite() && value >= 0.0 {
         Ok(())
     } else {

@@ -1,0 +1,954 @@
+//! I/O devices in a [`System`]: NVMe drives driven by fio-like jobs, VMD domains in
+//! remap or bypass mode, and NIC queues with NAPI.
+//!
+//! The devices themselves are the `devices` crate's state machines; this module gives
+//! them the host: vectors and IRTEs, the Linux handlers (`nvme_irq`, `vmd_irq`, the NIC
+//! hardirq that schedules NAPI), the softirq poll, the jobs' submissions as application
+//! work, and the wake-ups the devices ask for.
+
+use devices::{
+    cpu_to_queue, irq_create_affinity_masks, Affinity, ArrivalSpec, ChildClass, ChildIrq, CqEntry,
+    IrqAffinity, NapiConfig, NicConfig, NicEffect, NicQueue, NodeCpus, NvmeConfig, NvmeDrive,
+    NvmeMsi, NvmeSubmitOutcome, VectorMatrix, VmdConfig, VmdDomain, VmdMode, VmdRoute,
+};
+use hdrhistogram::Histogram;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sim_core::SimTime;
+
+use super::cpu::{Deferred, HandlerRef};
+use super::scenario::{Scenario, ScenarioError};
+use super::{CpuActivity, CpuState, Event, System};
+use crate::engine::Priority;
+
+/// One NVMe drive.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeDriveConfig {
+    /// Names the drive's random stream and its queues' MSI sources.
+    #[serde(default)]
+    pub name: String,
+    /// The drive: queues, depth, IOPS ceiling, latency, coalescing.
+    #[serde(default)]
+    pub drive: NvmeConfig,
+    /// How its I/O queue interrupts spread over CPUs; default Linux managed spreading.
+    #[serde(default)]
+    pub affinity: Affinity,
+    /// Index into `vmd` when the drive sits behind a VMD domain.
+    #[serde(default)]
+    pub vmd: Option<u32>,
+    #[serde(default)]
+    pub source_id: u16,
+    /// `nvme_irq`'s fixed cost per call, beyond reaping entries, in CPU cycles. It is
+    /// paid even when the CQ holds nothing new (VMD runs every child handler).
+    /// Assumption: one uncached read of the next CQ entry's phase bit plus the call,
+    /// about 150 cycles.
+    #[serde(default = "default_nvme_handler_cycles")]
+    pub handler_cycles: f64,
+}
+
+fn default_nvme_handler_cycles() -> f64 {
+    150.0
+}
+
+/// A fio-like job: pinned to `cpu`, keeps `iodepth` reads in flight on `drive`, on the
+/// queue blk-mq maps to that CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    pub cpu: u32,
+    pub drive: u32,
+    pub iodepth: u32,
+}
+
+/// One VMD domain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmdDomainConfig {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub vmd: VmdConfig,
+    #[serde(default)]
+    pub source_id: u16,
+    /// `vmd_irq`'s own cost per call (walking the vector's child list under RCU), CPU
+    /// cycles. Assumption: 100.
+    #[serde(default = "default_vmd_handler_cycles")]
+    pub handler_cycles: f64,
+}
+
+fn default_vmd_handler_cycles() -> f64 {
+    100.0
+}
+
+/// One NIC with RX/TX queue pairs, each with its own MSI-X vector.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicDeviceConfig {
+    #[serde(default)]
+    pub name: String,
+    /// Queue pairs.
+    #[serde(default = "one")]
+    pub queues: u32,
+    #[serde(default)]
+    pub affinity: Affinity,
+    /// Packet arrivals on each RX queue.
+    pub rx: ArrivalSpec,
+    /// Packets the host hands each TX queue, if any.
+    #[serde(default)]
+    pub tx: Option<ArrivalSpec>,
+    #[serde(default)]
+    pub nic: NicConfig,
+    #[serde(default)]
+    pub napi: NapiConfig,
+    #[serde(default)]
+    pub source_id: u16,
+    /// The hardirq handler's cost (acknowledge, `napi_schedule`), CPU cycles.
+    /// Assumption: 100.
+    #[serde(default = "default_nic_handler_cycles")]
+    pub handler_cycles: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_nic_handler_cycles() -> f64 {
+    100.0
+}
+
+pub(super) struct NvmeRt {
+    pub name: String,
+    pub drive: NvmeDrive,
+    pub rng: ChaCha8Rng,
+    pub handler_cycles: f64,
+    /// MSI source of each I/O queue (used when not remapped by VMD).
+    pub queue_source: Vec<u32>,
+    /// VMD domain and this drive's child index in it, when behind VMD.
+    pub vmd: Option<(u16, u32)>,
+    pub wake: Wake,
+    pub latency: Histogram<u64>,
+    pub reaped: u64,
+    pub interrupts: u64,
+    /// Handler calls that found the CQ empty.
+    pub empty_calls: u64,
+}
+
+pub(super) struct JobRt {
+    pub cpu: u32,
+    pub drive: u16,
+    pub queue: u16,
+    pub next_tag: u64,
+    /// Submissions waiting for the job's CPU.
+    pub queued: u64,
+    pub rejected: u64,
+}
+
+pub(super) struct VmdRt {
+    pub name: String,
+    pub domain: VmdDomain,
+    pub handler_cycles: f64,
+    /// MSI source of each VMD vector that has children (else `u32::MAX`).
+    pub vector_source: Vec<u32>,
+    pub child_calls: u64,
+    pub empty_child_calls: u64,
+}
+
+pub(super) struct NicRt {
+    pub name: String,
+    pub queues: Vec<NicQueueRt>,
+    pub rng: ChaCha8Rng,
+    pub napi: NapiConfig,
+    pub handler_cycles: f64,
+}
+
+pub(super) struct NicQueueRt {
+    pub queue: NicQueue,
+    pub source: u32,
+    pub cpu: u32,
+    pub wake: Wake,
+    pub napi_scheduled: bool,
+    pub last_poll_under_budget: bool,
+    pub latency: Histogram<u64>,
+}
+
+/// When a device asked to be woken, and a generation that voids older wake-ups.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Wake {
+    pub at: Option<SimTime>,
+    pub generation: u32,
+}
+
+/// Which device a wake-up is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum IoDev {
+    Nvme(u16),
+    Nic { nic: u16, queue: u16 },
+}
+
+/// Everything I/O a system holds.
+#[derive(Default)]
+pub(super) struct Io {
+    pub nvme: Vec<NvmeRt>,
+    pub jobs: Vec<JobRt>,
+    pub vmd: Vec<VmdRt>,
+    pub nics: Vec<NicRt>,
+    pub nvme_msis: Vec<NvmeMsi>,
+    pub nic_effects: Vec<NicEffect>,
+    pub cq: Vec<CqEntry>,
+    pub arrivals: Vec<SimTime>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, super::LATENCY_MAX_NS, 3).expect("static bounds are valid")
+}
+
+fn device_error(e: devices::DeviceError) -> ScenarioError {
+    match e {
+        devices::DeviceError::InvalidParameter {
+            field,
+            value,
+            allowed,
+        } => ScenarioError::Invalid {
+            field,
+            value,
+            allowed,
+        },
+    }
+}
+
+/// Checks the I/O part of a scenario.
+pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    let ncpus = sc.cpus.count;
+    let node = NodeCpus::flat(ncpus);
+    for (i, d) in sc.nvme.iter().enumerate() {
+        let f = format!("nvme[{i}]");
+        d.drive
+            .validate(&format!("{f}.drive"))
+            .map_err(device_error)?;
+        d.affinity
+            .resolve(d.drive.queues, &node, &format!("{f}.affinity"))
+            .map_err(device_error)?;
+        if let Some(v) = d.vmd {
+            if v as usize >= sc.vmd.len() {
+                return Err(ScenarioError::invalid(
+                    format!("{f}.vmd"),
+                    v,
+                    format!("an index into vmd (it has {} domains)", sc.vmd.len()),
+                ));
+            }
+        }
+        super::costs::check_non_negative(&format!("{f}.handler_cycles"), d.handler_cycles)?;
+    }
+    for (i, j) in sc.jobs.iter().enumerate() {
+        let f = format!("jobs[{i}]");
+        if j.cpu >= ncpus {
+            return Err(ScenarioError::invalid(
+                format!("{f}.cpu"),
+                j.cpu,
+                format!("a CPU index below cpus.count ({ncpus})"),
+            ));
+        }
+        let Some(drive) = sc.nvme.get(j.drive as usize) else {
+            return Err(ScenarioError::invalid(
+                format!("{f}.drive"),
+                j.drive,
+                format!("an index into nvme (it has {} drives)", sc.nvme.len()),
+            ));
+        };
+        let limit = drive.drive.queue_entries - 1;
+        if j.iodepth == 0 || j.iodepth > limit {
+            return Err(ScenarioError::invalid(
+                format!("{f}.iodepth"),
+                j.iodepth,
+                format!("1..={limit} (the queue's entries minus one)"),
+            ));
+        }
+    }
+    for (i, v) in sc.vmd.iter().enumerate() {
+        let f = format!("vmd[{i}]");
+        v.vmd.validate(&format!("{f}.vmd")).map_err(device_error)?;
+        super::costs::check_non_negative(&format!("{f}.handler_cycles"), v.handler_cycles)?;
+    }
+    for (i, n) in sc.nics.iter().enumerate() {
+        let f = format!("nics[{i}]");
+        if n.queues == 0 || n.queues > 4096 {
+            return Err(ScenarioError::invalid(
+                format!("{f}.queues"),
+                n.queues,
+                "1..=4096",
+            ));
+        }
+        n.nic.validate(&format!("{f}.nic")).map_err(device_error)?;
+        n.napi
+            .validate(&format!("{f}.napi"))
+            .map_err(device_error)?;
+        n.rx.validate(&format!("{f}.rx")).map_err(device_error)?;
+        if let Some(tx) = &n.tx {
+            tx.validate(&format!("{f}.tx")).map_err(device_error)?;
+        }
+        n.affinity
+            .resolve(n.queues, &node, &format!("{f}.affinity"))
+            .map_err(device_error)?;
+        super::costs::check_non_negative(&format!("{f}.handler_cycles"), n.handler_cycles)?;
+    }
+    Ok(())
+}
+
+/// What building the I/O part needs from the rest of the build.
+pub(super) struct IoBuild<'a> {
+    pub sc: &'a Scenario,
+    pub streams: crate::engine::RngStreams,
+    /// Registers a vector on `cpu` for `handler` with a new MSI source; returns the
+    /// source index. Errors when the CPU has no vector left or the IRT is full.
+    pub add_source: &'a mut dyn FnMut(u32, HandlerRef, String, u16) -> Result<u32, ScenarioError>,
+}
+
+/// Builds the I/O devices of `b.sc`.
+pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
+    let sc = b.sc;
+    let ncpus = sc.cpus.count;
+    let node = NodeCpus::flat(ncpus);
+    let mut io = Io::default();
+    let name_or = |name: &str, kind: &str, i: usize| {
+        if name.is_empty() {
+            format!("{kind}{i}")
+        } else {
+            name.to_string()
+        }
+    };
+    // VMD domains first: their children assign vectors in probe order.
+    for (i, v) in sc.vmd.iter().enumerate() {
+        io.vmd.push(VmdRt {
+            name: name_or(&v.name, "vmd", i),
+            domain: VmdDomain::new(v.vmd.clone(), &format!("vmd[{i}].vmd"))
+                .map_err(device_error)?,
+            handler_cycles: v.handler_cycles,
+            vector_source: vec![u32::MAX; v.vmd.vectors as usize],
+            child_calls: 0,
+            empty_child_calls: 0,
+        });
+    }
+    let mut children_per_vmd = vec![0u32; sc.vmd.len()];
+    for (i, d) in sc.nvme.iter().enumerate() {
+        let name = name_or(&d.name, "nvme", i);
+        let targets = d
+            .affinity
+            .resolve(d.drive.queues, &node, &format!("nvme[{i}].affinity"))
+            .map_err(device_error)?;
+        let mut vmd = None;
+        let mut queue_source = Vec::with_capacity(targets.len());
+        let remapped_by_vmd = match d.vmd {
+            Some(v) => {
+                let child = children_per_vmd[v as usize];
+                children_per_vmd[v as usize] += 1;
+                vmd = Some((v as u16, child));
+                let dom = &mut io.vmd[v as usize].domain;
+                // Probe order: the admin queue's vector (0), then the I/O queues'.
+                for irq in 0..=d.drive.queues {
+                    dom.assign(ChildIrq { child, irq }, ChildClass::Nvme)
+                        .map_err(device_error)?;
+                }
+                dom.config().mode == VmdMode::Remap
+            }
+            None => false,
+        };
+        for (q, cpu) in targets.iter().enumerate() {
+            if remapped_by_vmd {
+                queue_source.push(u32::MAX);
+            } else {
+                let handler = HandlerRef::NvmeQueue {
+                    drive: i as u16,
+                    queue: q as u16,
+                };
+                queue_source.push((b.add_source)(
+                    cpu.0,
+                    handler,
+                    format!("{name} q{q}"),
+                    d.source_id,
+                )?);
+            }
+        }
+        io.nvme.push(NvmeRt {
+            rng: b.streams.stream(&name),
+            name,
+            drive: NvmeDrive::new(d.drive.clone(), &format!("nvme[{i}].drive"))
+                .map_err(device_error)?,
+            handler_cycles: d.handler_cycles,
+            queue_source,
+            vmd,
+            wake: Wake::default(),
+            latency: histogram(),
+            reaped: 0,
+            interrupts: 0,
+            empty_calls: 0,
+        });
+    }
+    // VMD's own vectors: unmanaged (all CPUs), placed by the x86 vector allocator.
+    let mut matrix = VectorMatrix::new(ncpus);
+    for (v, vc) in sc.vmd.iter().enumerate() {
+        if vc.vmd.mode != VmdMode::Remap {
+            continue;
+        }
+        for vec in 0..vc.vmd.vectors as u16 {
+            if io.vmd[v].domain.children_on_vector(vec).is_empty() {
+                continue;
+            }
+            let mask = devices::AffinityMask {
+                cpus: node.all(),
+                managed: false,
+            };
+            let cpu = matrix.place(std::slice::from_ref(&mask))[0].0;
+            let handler = HandlerRef::Vmd {
+                domain: v as u16,
+                vector: vec,
+            };
+            let name = format!("{} v{vec}", io.vmd[v].name);
+            io.vmd[v].vector_source[vec as usize] =
+                (b.add_source)(cpu, handler, name, vc.source_id)?;
+        }
+    }
+    for (i, j) in sc.jobs.iter().enumerate() {
+        let d = &sc.nvme[j.drive as usize];
+        let queue = queue_of_cpu(&d.affinity, d.drive.queues, &node, j.cpu);
+        io.jobs.push(JobRt {
+            cpu: j.cpu,
+            drive: j.drive as u16,
+            queue,
+            next_tag: (i as u64) << 40,
+            queued: j.iodepth as u64,
+            rejected: 0,
+        });
+    }
+    for (i, n) in sc.nics.iter().enumerate() {
+        let name = name_or(&n.name, "nic", i);
+        let targets = n
+            .affinity
+            .resolve(n.queues, &node, &format!("nics[{i}].affinity"))
+            .map_err(device_error)?;
+        let mut queues = Vec::with_capacity(targets.len());
+        for (q, cpu) in targets.iter().enumerate() {
+            let rx =
+                n.rx.generator(&format!("nics[{i}].rx"), None)
+                    .map_err(device_error)?;
+            let tx = match &n.tx {
+                Some(t) => Some(
+                    t.generator(&format!("nics[{i}].tx"), None)
+                        .map_err(device_error)?,
+                ),
+                None => None,
+            };
+            let queue = NicQueue::new(n.nic.clone(), &format!("nics[{i}].nic"), Some(rx), tx)
+                .map_err(device_error)?;
+            let handler = HandlerRef::NicQueue {
+                nic: i as u16,
+                queue: q as u16,
+            };
+            let source = (b.add_source)(cpu.0, handler, format!("{name} q{q}"), n.source_id)?;
+            queues.push(NicQueueRt {
+                queue,
+                source,
+                cpu: cpu.0,
+                wake: Wake::default(),
+                napi_scheduled: false,
+                last_poll_under_budget: true,
+                latency: histogram(),
+            });
+        }
+        io.nics.push(NicRt {
+            rng: b.streams.stream(&name),
+            name,
+            queues,
+            napi: n.napi.clone(),
+            handler_cycles: n.handler_cycles,
+        });
+    }
+    Ok(io)
+}
+
+/// The I/O queue blk-mq maps `cpu` to (`blk_mq_pci_map_queues` over managed masks).
+fn queue_of_cpu(affinity: &Affinity, queues: u32, node: &NodeCpus, cpu: u32) -> u16 {
+    match affinity {
+        Affinity::Managed {} => {
+            let masks = irq_create_affinity_masks(queues, &IrqAffinity::default(), node)
+                .expect("one set always adds up");
+            cpu_to_queue(&masks, node.len())[cpu as usize].unwrap_or((cpu % queues) as u16)
+        }
+        Affinity::Explicit { cpus } => cpus
+            .iter()
+            .position(|c| *c == cpu)
+            .map_or((cpu % queues) as u16, |q| q as u16),
+    }
+}
+
+impl System {
+    /// Starts the I/O devices at time zero: jobs queue their first submissions, NICs
+    /// start their arrival processes.
+    pub(super) fn start_io(&mut self) {
+        for j in 0..self.io.jobs.len() {
+            let job = &self.io.jobs[j];
+            let cpu = job.cpu;
+            for _ in 0..job.queued {
+                self.cpus[cpu as usize]
+                    .deferred
+                    .push_back(Deferred::NvmeSubmit { job: j as u32 });
+            }
+        }
+        for n in 0..self.io.nics.len() {
+            for q in 0..self.io.nics[n].queues.len() {
+                let nic = &mut self.io.nics[n];
+                let _ = nic.queues[q].queue.start(SimTime::ZERO, &mut nic.rng);
+                self.reschedule(
+                    SimTime::ZERO,
+                    IoDev::Nic {
+                        nic: n as u16,
+                        queue: q as u16,
+                    },
+                );
+            }
+        }
+        for cpu in 0..self.cpus.len() as u32 {
+            self.try_take_interrupt(SimTime::ZERO, cpu);
+        }
+    }
+
+    fn next_event_of(&self, dev: IoDev) -> Option<SimTime> {
+        match dev {
+            IoDev::Nvme(d) => self.io.nvme[d as usize].drive.next_event(),
+            IoDev::Nic { nic, queue } => self.io.nics[nic as usize].queues[queue as usize]
+                .queue
+                .next_event(),
+        }
+    }
+
+    fn wake_mut(&mut self, dev: IoDev) -> &mut Wake {
+        match dev {
+            IoDev::Nvme(d) => &mut self.io.nvme[d as usize].wake,
+            IoDev::Nic { nic, queue } => {
+                &mut self.io.nics[nic as usize].queues[queue as usize].wake
+            }
+        }
+    }
+
+    /// Asks the device when it next needs waking and (re)schedules that, voiding any
+    /// earlier wake-up that is no longer right.
+    pub(super) fn reschedule(&mut self, now: SimTime, dev: IoDev) {
+        let next = self.next_event_of(dev).map(|t| t.max(now));
+        let wake = self.wake_mut(dev);
+        if wake.at == next {
+            return;
+        }
+        wake.generation = wake.generation.wrapping_add(1);
+        wake.at = next;
+        let generation = wake.generation;
+        if let Some(t) = next {
+            self.queue
+                .schedule(t, Priority::DEVICE, Event::IoWake { dev, generation });
+        }
+    }
+
+    /// A device's wake-up fires: it performs what is due and its effects are routed.
+    pub(super) fn on_io_wake(&mut self, now: SimTime, dev: IoDev, generation: u32) {
+        let wake = self.wake_mut(dev);
+        if wake.generation != generation {
+            return;
+        }
+        wake.at = None;
+        match dev {
+            IoDev::Nvme(d) => {
+                let mut msis = std::mem::take(&mut self.io.nvme_msis);
+                msis.clear();
+                self.io.nvme[d as usize].drive.advance(now, &mut msis);
+                for m in &msis {
+                    self.route_nvme_msi(now, d, m.vector);
+                }
+                self.io.nvme_msis = msis;
+            }
+            IoDev::Nic { nic, queue } => {
+                let mut effects = std::mem::take(&mut self.io.nic_effects);
+                effects.clear();
+                let n = &mut self.io.nics[nic as usize];
+                n.queues[queue as usize]
+                    .queue
+                    .advance(now, &mut n.rng, &mut effects);
+                let source = n.queues[queue as usize].source;
+                for e in &effects {
+                    if let NicEffect::Msi { .. } = e {
+                        self.raise_msi(now, source);
+                    }
+                }
+                self.io.nic_effects = effects;
+            }
+        }
+        self.reschedule(now, dev);
+    }
+
+    /// An NVMe completion-queue MSI: straight to its IRTE, or through VMD.
+    fn route_nvme_msi(&mut self, now: SimTime, drive: u16, queue: u16) {
+        let rt = &self.io.nvme[drive as usize];
+        let source = match rt.vmd {
+            Some((v, child)) => {
+                let irq = ChildIrq {
+                    child,
+                    irq: queue as u32 + 1,
+                };
+                match self.io.vmd[v as usize].domain.child_msi(now, irq) {
+                    VmdRoute::Vector { vector, .. } => {
+                        self.io.vmd[v as usize].vector_source[vector as usize]
+                    }
+                    VmdRoute::Direct => self.io.nvme[drive as usize].queue_source[queue as usize],
+                }
+            }
+            None => rt.queue_source[queue as usize],
+        };
+        self.io.nvme[drive as usize].interrupts += 1;
+        self.raise_msi(now, source);
+    }
+
+    /// The cycles of an I/O device handler run on `cpu` at `now`, doing its work
+    /// (reaping, scheduling NAPI) as it starts.
+    pub(super) fn io_handler_cycles(&mut self, now: SimTime, cpu: u32, handler: HandlerRef) -> f64 {
+        match handler {
+            HandlerRef::NvmeQueue { drive, queue } => self.nvme_irq(now, drive, queue),
+            HandlerRef::Vmd { domain, vector } => {
+                let vmd = &mut self.io.vmd[domain as usize];
+                let mut cycles = vmd.handler_cycles;
+                let children: Vec<ChildIrq> = vmd.domain.dispatch(vector).to_vec();
+                for child in children {
+                    // Child 0's irq 0 is the admin queue: not modelled, but its handler
+                    // still runs (and finds nothing).
+                    let Some(drive) = self.drive_of_child(domain, child.child) else {
+                        continue;
+                    };
+                    let vmd = &mut self.io.vmd[domain as usize];
+                    vmd.child_calls += 1;
+                    if child.irq == 0 {
+                        vmd.empty_child_calls += 1;
+                        cycles += self.io.nvme[drive as usize].handler_cycles;
+                        continue;
+                    }
+                    let before = self.io.nvme[drive as usize].reaped;
+                    cycles += self.nvme_irq(now, drive, (child.irq - 1) as u16);
+                    if self.io.nvme[drive as usize].reaped == before {
+                        self.io.vmd[domain as usize].empty_child_calls += 1;
+                    }
+                }
+                cycles
+            }
+            HandlerRef::NicQueue { nic, queue } => {
+                let n = &mut self.io.nics[nic as usize];
+                let q = &mut n.queues[queue as usize];
+                if !q.napi_scheduled {
+                    q.napi_scheduled = true;
+                    self.cpus[cpu as usize]
+                        .deferred
+                        .push_back(Deferred::NapiPoll { nic, queue });
+                }
+                n.handler_cycles
+            }
+            HandlerRef::Dsa(_) | HandlerRef::None => 0.0,
+        }
+    }
+
+    fn drive_of_child(&self, domain: u16, child: u32) -> Option<u16> {
+        self.io
+            .nvme
+            .iter()
+            .position(|d| d.vmd == Some((domain, child)))
+            .map(|d| d as u16)
+    }
+
+    /// `nvme_irq`: reaps every new CQ entry, completes each request (the job resubmits
+    /// from its CPU), and returns the cycles spent.
+    fn nvme_irq(&mut self, now: SimTime, drive: u16, queue: u16) -> f64 {
+        let reap_cycles = self.costs.nvme_host.reap_entry_cycles;
+        let mut cq = std::mem::take(&mut self.io.cq);
+        cq.clear();
+        let rt = &mut self.io.nvme[drive as usize];
+        let n = rt.drive.reap(queue, u32::MAX, &mut cq);
+        rt.reaped += n as u64;
+        if n == 0 {
+            rt.empty_calls += 1;
+        }
+        let cycles = rt.handler_cycles + n as f64 * reap_cycles;
+        for e in &cq {
+            let ns = now.since(e.submitted_at).as_ps().div_ceil(1000);
+            rt.latency.saturating_record(ns);
+            let job = (e.tag >> 40) as u32;
+            let j = &mut self.io.jobs[job as usize];
+            j.queued += 1;
+            let cpu = j.cpu;
+            self.cpus[cpu as usize]
+                .deferred
+                .push_back(Deferred::NvmeSubmit { job });
+        }
+        self.io.cq = cq;
+        // Reaping moves the CQ head: the drive may now post entries it held back.
+        self.reschedule(now, IoDev::Nvme(drive));
+        cycles
+    }
+
+    /// Starts the next piece of deferred work on an idle CPU; returns whether it did.
+    pub(super) fn start_deferred(&mut self, now: SimTime, cpu: u32) -> bool {
+        let Some(work) = self.cpus[cpu as usize].deferred.pop_front() else {
+            return false;
+        };
+        let freq = self.freq;
+        let cost = match work {
+            Deferred::NvmeSubmit { .. } => {
+                let d = freq.cycles_f64(self.costs.nvme_host.submit_cycles);
+                self.cpus[cpu as usize].time.app += d;
+                d
+            }
+            Deferred::NapiPoll { nic, queue } => {
+                let mut arrivals = std::mem::take(&mut self.io.arrivals);
+                arrivals.clear();
+                let n = &mut self.io.nics[nic as usize];
+                let napi = n.napi.clone();
+                let q = &mut n.queues[queue as usize];
+                let r = q
+                    .queue
+                    .poll_with_arrivals(napi.budget, napi.tx_clean_limit, &mut arrivals);
+                let cycles = napi.poll_cycles
+                    + r.rx as f64 * napi.rx_packet_cycles
+                    + r.tx as f64 * napi.tx_clean_cycles;
+                let d = freq.cycles_f64(cycles);
+                let done = now + d;
+                for a in &arrivals {
+                    q.latency
+                        .saturating_record(done.since(*a).as_ps().div_ceil(1000));
+                }
+                q.last_poll_under_budget = r.under_budget;
+                self.io.arrivals = arrivals;
+                self.cpus[cpu as usize].time.softirq += d;
+                d
+            }
+        };
+        self.cpus[cpu as usize].state = CpuState::Deferred(work);
+        self.schedule_cpu_step(cpu, now + cost);
+        self.emit_cpu_span(cpu, now, cost, CpuActivity::Deferred { work });
+        true
+    }
+
+    /// A piece of deferred work ends on `cpu`.
+    pub(super) fn finish_deferred(&mut self, now: SimTime, cpu: u32, work: Deferred) {
+        match work {
+            Deferred::NvmeSubmit { job } => {
+                let j = &mut self.io.jobs[job as usize];
+                j.queued -= 1;
+                let tag = j.next_tag;
+                j.next_tag += 1;
+                let (drive, queue) = (j.drive, j.queue);
+                let rt = &mut self.io.nvme[drive as usize];
+                if rt.drive.submit(now, queue, tag, &mut rt.rng) == NvmeSubmitOutcome::QueueFull {
+                    self.io.jobs[job as usize].rejected += 1;
+                }
+                self.reschedule(now, IoDev::Nvme(drive));
+            }
+            Deferred::NapiPoll { nic, queue } => {
+                let q = &mut self.io.nics[nic as usize].queues[queue as usize];
+                // A poll that used its whole budget polls again (napi stays scheduled);
+                // one under budget completes NAPI and re-enables the interrupt.
+                if !q.last_poll_under_budget {
+                    self.cpus[cpu as usize]
+                        .deferred
+                        .push_back(Deferred::NapiPoll { nic, queue });
+                } else {
+                    q.napi_scheduled = false;
+                    let _ = q.queue.unmask_irq(now);
+                    self.reschedule(now, IoDev::Nic { nic, queue });
+                }
+            }
+        }
+        self.cpus[cpu as usize].state = CpuState::Idle;
+        self.try_take_interrupt(now, cpu);
+    }
+}
+
+/// Latency percentiles of one histogram, in microseconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct LatencyUs {
+    pub count: u64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl LatencyUs {
+    fn of(h: &Histogram<u64>) -> LatencyUs {
+        if h.is_empty() {
+            return LatencyUs::default();
+        }
+        let us = |v: u64| v as f64 / 1e3;
+        LatencyUs {
+            count: h.len(),
+            p50: us(h.value_at_quantile(0.5)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+}
+
+/// One NVMe drive (or all of them) in the report.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct NvmeReport {
+    pub name: String,
+    /// Completions reaped by handlers per simulated second.
+    pub iops: f64,
+    pub submitted: u64,
+    pub completed: u64,
+    pub reaped: u64,
+    /// Commands in the drive or its CQs at the end.
+    pub outstanding: u64,
+    /// Submissions the jobs still had queued on their CPUs at the end.
+    pub queued_in_jobs: u64,
+    pub rejected_queue_full: u64,
+    /// MSIs the drive raised (before VMD).
+    pub interrupts: u64,
+    pub interrupts_per_io: f64,
+    /// Handler calls that found no new completion.
+    pub empty_handler_calls: u64,
+    /// From submission to the handler reaping the completion.
+    pub latency_us: LatencyUs,
+}
+
+/// One NIC queue in the report.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct NicReport {
+    pub name: String,
+    pub queue: u32,
+    pub cpu: u32,
+    pub rx_packets: u64,
+    pub rx_polled: u64,
+    /// Packets dropped because the RX ring was full (not MSI drops).
+    pub packets_dropped: u64,
+    pub tx_sent: u64,
+    pub interrupts: u64,
+    pub interrupts_per_packet: f64,
+    pub polls: u64,
+    pub polls_at_budget: u64,
+    /// From arrival to the end of the poll that took the packet.
+    pub latency_us: LatencyUs,
+}
+
+/// One VMD domain in the report.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct VmdReport {
+    pub name: String,
+    pub mode: String,
+    /// VMD vectors that have children.
+    pub vectors_used: u32,
+    /// Child handler calls made by `vmd_irq`.
+    pub child_handler_calls: u64,
+    /// Of those, calls that found nothing to do.
+    pub empty_child_handler_calls: u64,
+}
+
+/// The I/O part of a report.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct IoReport {
+    pub nvme: Vec<NvmeReport>,
+    /// All drives together (latency percentiles over every I/O).
+    pub nvme_total: NvmeReport,
+    pub nics: Vec<NicReport>,
+    pub vmd: Vec<VmdReport>,
+}
+
+impl System {
+    pub(super) fn io_report(&self) -> IoReport {
+        let secs = self.now().as_secs_f64().max(1e-12);
+        let mut total_hist = histogram();
+        let mut total = NvmeReport {
+            name: "total".into(),
+            ..NvmeReport::default()
+        };
+        let mut nvme = Vec::new();
+        for (d, rt) in self.io.nvme.iter().enumerate() {
+            let t = rt.drive.totals();
+            let queued: u64 = self
+                .io
+                .jobs
+                .iter()
+                .filter(|j| j.drive as usize == d)
+                .map(|j| j.queued)
+                .sum();
+            let rejected: u64 = self
+                .io
+                .jobs
+                .iter()
+                .filter(|j| j.drive as usize == d)
+                .map(|j| j.rejected)
+                .sum();
+            let r = NvmeReport {
+                name: rt.name.clone(),
+                iops: rt.reaped as f64 / secs,
+                submitted: t.submitted,
+                completed: t.completed,
+                reaped: rt.reaped,
+                outstanding: t.submitted - rt.reaped,
+                queued_in_jobs: queued,
+                rejected_queue_full: rejected,
+                interrupts: rt.interrupts,
+                interrupts_per_io: rt.interrupts as f64 / rt.reaped.max(1) as f64,
+                empty_handler_calls: rt.empty_calls,
+                latency_us: LatencyUs::of(&rt.latency),
+            };
+            total_hist.add(&rt.latency).expect("same bounds");
+            total.iops += r.iops;
+            total.submitted += r.submitted;
+            total.completed += r.completed;
+            total.reaped += r.reaped;
+            total.outstanding += r.outstanding;
+            total.queued_in_jobs += r.queued_in_jobs;
+            total.rejected_queue_full += r.rejected_queue_full;
+            total.interrupts += r.interrupts;
+            total.empty_handler_calls += r.empty_handler_calls;
+            nvme.push(r);
+        }
+        total.interrupts_per_io = total.interrupts as f64 / total.reaped.max(1) as f64;
+        total.latency_us = LatencyUs::of(&total_hist);
+        let mut nics = Vec::new();
+        for rt in &self.io.nics {
+            for (q, qr) in rt.queues.iter().enumerate() {
+                let c = qr.queue.counters();
+                nics.push(NicReport {
+                    name: rt.name.clone(),
+                    queue: q as u32,
+                    cpu: qr.cpu,
+                    rx_packets: c.rx_arrived,
+                    rx_polled: c.rx_polled,
+                    packets_dropped: c.rx_dropped_ring_full,
+                    tx_sent: c.tx_sent,
+                    interrupts: c.msis,
+                    interrupts_per_packet: c.msis as f64 / c.rx_arrived.max(1) as f64,
+                    polls: c.polls,
+                    polls_at_budget: c.polls_at_budget,
+                    latency_us: LatencyUs::of(&qr.latency),
+                });
+            }
+        }
+        let vmd = self
+            .io
+            .vmd
+            .iter()
+            .map(|v| VmdReport {
+                name: v.name.clone(),
+                mode: match v.domain.config().mode {
+                    VmdMode::Remap => "remap".into(),
+                    VmdMode::Bypass => "bypass".into(),
+                },
+                vectors_used: v.vector_source.iter().filter(|s| **s != u32::MAX).count() as u32,
+                child_handler_calls: v.child_calls,
+                empty_child_handler_calls: v.empty_child_calls,
+            })
+            .collect();
+        IoReport {
+            nvme,
+            nvme_total: total,
+            nics,
+            vmd,
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! MSI sources and PCIe flow control toward the remapping unit.
+//!
+//! Every MSI-X vector of every device (a DSA work queue, an NVMe I/O queue, a NIC
+//! queue, a VMD vector) is one source with its own (address, data) and requester id.
+//! A source writes an MSI only when the remapping unit has a request credit free;
+//! otherwise the MSI waits in the device as a count (constant memory), and sources
+//! waiting for credit are served round robin as credits come back.
+
+use serde::Serialize;
+use sim_core::{Duration, MsiMessage, SimTime};
+
+use super::ledger::MsiToken;
+use super::{Event, InFlightMsi, SimEvent, System};
+use crate::engine::Priority;
+
+/// One MSI-X vector of one device.
+#[derive(Clone, Debug)]
+pub(super) struct MsiSource {
+    pub name: String,
+    pub message: MsiMessage,
+    pub source_id: u16,
+    /// MSIs that must be written but wait for a request credit.
+    pub backlog: u64,
+    /// MSIs that had to wait for a credit.
+    pub stalls: u64,
+    /// Whether the source is queued for a credit.
+    pub waiting: bool,
+    /// MSIs written.
+    pub written: u64,
+}
+
+impl MsiSource {
+    pub fn new(name: String, message: MsiMessage, source_id: u16) -> Self {
+        MsiSource {
+            name,
+            message,
+            source_id,
+            backlog: 0,
+            stalls: 0,
+            waiting: false,
+            written: 0,
+        }
+    }
+}
+
+/// Flow-control figures of one source, for reports.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SourceReport {
+    pub name: String,
+    pub msis_written: u64,
+    /// MSIs still held back at the end.
+    pub msi_backlog: u64,
+    pub msi_stalls: u64,
+}
+
+impl System {
+    /// Source `source` wants to write an MSI now: at once if a request credit is free,
+    /// else it waits in the device until one is.
+    pub(super) fn raise_msi(&mut self, now: SimTime, source: u32) {
+        if self.iommu.credits_free == 0 {
+            let s = &mut self.sources[source as usize];
+            s.backlog += 1;
+            s.stalls += 1;
+            if !s.waiting {
+                s.waiting = true;
+                self.iommu.credit_waiters.push_back(source);
+            }
+            return;
+        }
+        self.write_msi(now, source);
+    }
+
+    /// A request credit came back: the longest-waiting source writes one held MSI and,
+    /// if it has more, queues again behind the others.
+    pub(super) fn credit_returned(&mut self, now: SimTime) {
+        self.iommu.credits_free += 1;
+        let Some(source) = self.iommu.credit_waiters.pop_front() else {
+            return;
+        };
+        let s = &mut self.sources[source as usize];
+        s.backlog -= 1;
+        if s.backlog > 0 {
+            self.iommu.credit_waiters.push_back(source);
+        } else {
+            s.waiting = false;
+        }
+        self.write_msi(now, source);
+    }
+
+    /// The source writes an MSI now; it reaches the IOMMU after the write's latency.
+    fn write_msi(&mut self, now: SimTime, source: u32) {
+        self.iommu.credits_free -= 1;
+        let s = &mut self.sources[source as usize];
+        s.written += 1;
+        let (message, source_id) = (s.message, s.source_id);
+        let token = MsiToken {
+            id: self.ledger.generated,
+            raised: now,
+        };
+        self.ledger.generated += 1;
+        self.ledger.device_to_iommu += 1;
+        self.emit(SimEvent::MsiRaised {
+            t: now,
+            device: source,
+            msi: token,
+        });
+        let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
+        self.queue.schedule(
+            arrive,
+            Priority::DEVICE,
+            Event::MsiAtIommu(InFlightMsi {
+                token,
+                message,
+                source_id,
+            }),
+        );
+    }
+
+    pub(super) fn source_reports(&self) -> Vec<SourceReport> {
+        self.sources
+            .iter()
+            .map(|s| SourceReport {
+                name: s.name.clone(),
+                msis_written: s.written,
+                msi_backlog: s.backlog,
+                msi_stalls: s.stalls,
+            })
+            .collect()
+    }
+}
