@@ -8,6 +8,9 @@ pub const EMBEDDED: &[(&str, &str)] = &[
         "faulty-device",
         include_str!("../scenarios/faulty-device.toml"),
     ),
+    ("nvme-posted", include_str!("../scenarios/nvme-posted.toml")),
+    ("vmd-remap", include_str!("../scenarios/vmd-remap.toml")),
+    ("nic-napi", include_str!("../scenarios/nic-napi.toml")),
 ];
 
 /// The TOML text of an embedded scenario.

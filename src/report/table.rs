@@ -104,6 +104,27 @@ pub fn render_report(r: &Report) -> String {
         "PID line: cpu misses {}  iommu updates {}",
         r.pid_line.cpu_misses, r.pid_line.iommu_updates
     );
+    for d in &r.io.nvme {
+        let _ = writeln!(
+            s,
+            "NVMe {}: {:.0} IOPS, {:.3} interrupts/IO, latency (us) p50 {:.1} p99 {:.1} p99.9 {:.1}",
+            d.name, d.iops, d.interrupts_per_io, d.latency_us.p50, d.latency_us.p99, d.latency_us.p999
+        );
+    }
+    for v in &r.io.vmd {
+        let _ = writeln!(
+            s,
+            "VMD {} ({}): {} vectors used, {} child handler calls, {} found nothing",
+            v.name, v.mode, v.vectors_used, v.child_handler_calls, v.empty_child_handler_calls
+        );
+    }
+    for q in &r.io.nics {
+        let _ = writeln!(
+            s,
+            "NIC {} q{} (cpu {}): {} packets, {} dropped (ring full), {:.3} interrupts/packet, latency (us) p50 {:.1} p99 {:.1}",
+            q.name, q.queue, q.cpu, q.rx_packets, q.packets_dropped, q.interrupts_per_packet, q.latency_us.p50, q.latency_us.p99
+        );
+    }
     let mut t = Table::new([
         "cpu",
         "apic",

@@ -53,6 +53,7 @@ impl Scenario {
                 jobs: Vec::new(),
                 vmd: Vec::new(),
                 nics: Vec::new(),
+                base_dir: None,
             },
         }
     }

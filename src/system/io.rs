@@ -662,6 +662,7 @@ impl System {
     /// from its CPU), and returns the cycles spent.
     fn nvme_irq(&mut self, now: SimTime, drive: u16, queue: u16) -> f64 {
         let reap_cycles = self.costs.nvme_host.reap_entry_cycles;
+        let mut wake_jobs = Vec::new();
         let mut cq = std::mem::take(&mut self.io.cq);
         cq.clear();
         let rt = &mut self.io.nvme[drive as usize];
@@ -677,15 +678,24 @@ impl System {
             let job = (e.tag >> 40) as u32;
             let j = &mut self.io.jobs[job as usize];
             j.queued += 1;
-            let cpu = j.cpu;
-            self.cpus[cpu as usize]
-                .deferred
-                .push_back(Deferred::NvmeSubmit { job });
+            wake_jobs.push((j.cpu, job));
         }
         self.io.cq = cq;
+        for (cpu, job) in wake_jobs {
+            self.push_deferred(now, cpu, Deferred::NvmeSubmit { job });
+        }
         // Reaping moves the CQ head: the drive may now post entries it held back.
         self.reschedule(now, IoDev::Nvme(drive));
         cycles
+    }
+
+    /// Queues deferred work on `cpu`, starting it at once if that CPU is idle (a job
+    /// woken by a completion reaped on another CPU).
+    pub(super) fn push_deferred(&mut self, now: SimTime, cpu: u32, work: Deferred) {
+        self.cpus[cpu as usize].deferred.push_back(work);
+        if self.cpus[cpu as usize].state == CpuState::Idle {
+            self.try_take_interrupt(now, cpu);
+        }
     }
 
     /// Starts the next piece of deferred work on an idle CPU; returns whether it did.

@@ -83,6 +83,10 @@ pub struct Scenario {
     /// NICs.
     #[serde(default)]
     pub nics: Vec<super::io::NicDeviceConfig>,
+    /// Directory relative trace paths are resolved against: the scenario file's, when
+    /// it was loaded from one (not part of the format).
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 fn default_variant() -> String {
@@ -353,7 +357,8 @@ impl Scenario {
             path: path.display().to_string(),
             source,
         })?;
-        let s = Scenario::from_toml_str(&text, &path.display().to_string())?;
+        let mut s = Scenario::from_toml_str(&text, &path.display().to_string())?;
+        s.base_dir = path.parent().map(|p| p.to_path_buf());
         s.validate()?;
         Ok(s)
     }
