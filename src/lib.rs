@@ -27,11 +27,16 @@
 //! random streams; [`kernel`] holds the Linux algorithms; [`system`] wires components
 //! into a runnable [`System`]; [`report`] and [`experiments`] turn runs into numbers.
 
+#![warn(missing_docs)]
+
 pub mod engine;
 pub mod experiments;
+pub mod explore;
 pub mod kernel;
+pub mod plot;
 pub mod report;
 pub mod scenarios;
+pub mod sweep;
 pub mod system;
 
 pub use report::Report;

@@ -104,26 +104,41 @@ enum Command {
         seed: u64,
         #[command(flatten)]
         trace: TraceArgs,
+        /// Draw the experiment's main figure as SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
     },
+    /// Run a parameter sweep: axes over scenario fields, every point in parallel.
+    Sweep(irqsim::sweep::SweepArgs),
+    /// Join the outputs of a sweep's shards (`irqsim sweep --shard K/N`).
+    Merge(irqsim::sweep::MergeArgs),
     /// List built-in experiments and embedded scenarios.
     List,
+    /// Explore every interleaving of a handler variant with the IOMMU, SN changes and
+    /// the APIC; exit 0 if every invariant holds, 1 with a counterexample if not.
+    Explore(irqsim::explore::cli::ExploreArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Some(Command::Explore(args)) => return irqsim::explore::cli::cli_main(args),
         None => run_experiment(
             "posted-vs-remapped",
             false,
             DEFAULT_SEED,
             &TraceArgs::default(),
+            None,
         ),
         Some(Command::Experiment {
             name,
             json,
             seed,
             trace,
-        }) => run_experiment(&name, json, seed, &trace),
+            plot,
+        }) => run_experiment(&name, json, seed, &trace, plot.as_deref()),
+        Some(Command::Sweep(args)) => irqsim::sweep::cli_sweep(args),
+        Some(Command::Merge(args)) => irqsim::sweep::cli_merge(args),
         Some(Command::Run {
             scenario,
             seed,
@@ -155,7 +170,13 @@ fn list() {
     }
 }
 
-fn run_experiment(name: &str, json: bool, seed: u64, trace: &TraceArgs) -> Result<(), String> {
+fn run_experiment(
+    name: &str,
+    json: bool,
+    seed: u64,
+    trace: &TraceArgs,
+    plot: Option<&Path>,
+) -> Result<(), String> {
     let Some(info) = experiments::find(name) else {
         let names: Vec<&str> = experiments::ALL.iter().map(|e| e.name).collect();
         return Err(format!(
@@ -169,6 +190,10 @@ fn run_experiment(name: &str, json: bool, seed: u64, trace: &TraceArgs) -> Resul
     };
     let out = (info.run)(&ctx);
     finish_trace(ctx.trace, &trace.trace)?;
+    if let Some(path) = plot {
+        irqsim::plot::plot_experiment(&out, path)?;
+        eprintln!("plot: {}", path.display());
+    }
     let text = if json { out.to_json() } else { out.to_table() };
     print_stdout(&text)
 }

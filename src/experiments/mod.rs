@@ -8,6 +8,7 @@ pub mod nic_napi;
 pub mod nvme_posted;
 pub mod pir_variants;
 pub mod posted_vs_remapped;
+pub mod smmu_cmdsync;
 pub mod vmd;
 
 use serde::Serialize;
@@ -155,6 +156,11 @@ pub const ALL: &[ExperimentInfo] = &[
         name: "nic-napi",
         summary: "one NIC RX queue with NAPI, light load to overload, interrupt throttling off and at two settings",
         run: nic_napi::run_with,
+    },
+    ExperimentInfo {
+        name: "smmu-cmdsync",
+        summary: "Arm SMMUv3 CMD_SYNC latency and TX unmap rate from 1 and 16 CPUs, MSI polling on and off",
+        run: smmu_cmdsync::run_with,
     },
 ];
 

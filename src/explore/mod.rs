@@ -1,0 +1,407 @@
+//! Race tools for the posted-interrupt protocol: an exhaustive interleaving explorer,
+//! timed schedules for property tests, and a native stress driver on real atomics.
+//!
+//! Clearing ON races with the IOMMU's posts, and SN and URG change what gets notified.
+//! These tools run a handler variant's own code (any [`PirHandler`], built-in or your
+//! own) against hardware actors and check the invariants of [`model::Invariant`] at
+//! every step and at quiescence.
+//!
+//! ```text
+//!   iommu ─────post v──▶┐                      ┌──▶ apic: IRR ─deliver─▶ handler entry
+//!   iommu-urg ─post v──▶┤  PID: PIR ON SN ─────┤ notification            │ one step per
+//!   sn-cpu ─set/clear──▶┘        ▲             │ (ON 0->1, SN=0 or URG)  │ PID access,
+//!                                └─────────────┴──── load/xchg/clear ON ─┘ handle, EOI
+//! ```
+//!
+//! - [`explore`]: every ordering of the actors' atomic steps within the bounds of an
+//!   [`ExploreConfig`], duplicate states pruned, breadth first so a counterexample is a
+//!   shortest one. Granularity: each handler access to the descriptor line is one step
+//!   (handler calls and EOI are steps too but touch no descriptor memory); each IOMMU
+//!   post is one step, the indivisible 64-byte update the hardware performs.
+//! - [`timed`]: one schedule (post times, vectors, SN changes, operation costs) run on
+//!   the engine's event queue with the same invariants; the proptest suite generates
+//!   these.
+//! - [`native`]: the same handler code on real atomics across threads.
+//! - [`cli`]: `irqsim explore`.
+//!
+//! ```
+//! use irqsim::explore::{explore, ExploreConfig, ExploreResult};
+//! use irqsim::kernel::posted_msi::variant_by_name;
+//!
+//! let config = ExploreConfig::with_counts(2, 2);
+//! let good = explore(variant_by_name("copy-then-xchg", 3).unwrap().as_ref(), &config);
+//! assert_eq!(good.result, ExploreResult::Pass);
+//! let broken = explore(variant_by_name("no-final-recheck", 3).unwrap().as_ref(), &config);
+//! assert!(matches!(broken.result, ExploreResult::Fail(_)));
+//! ```
+
+pub mod cli;
+pub mod model;
+pub mod native;
+mod search;
+pub mod timed;
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+use sim_core::Vector;
+
+use crate::kernel::posted_msi::{variant_by_name, FIRST_EXTERNAL_VECTOR};
+use crate::kernel::{PirHandler, POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES};
+pub use model::{Invariant, Snapshot, Violation};
+pub use search::{DEFAULT_POST_VECTORS, DEFAULT_URG_VECTORS};
+
+/// Bounds and actors of one exploration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExploreConfig {
+    /// Vectors the IOMMU posts for the non-urgent device, in this order (one atomic
+    /// step each).
+    #[serde(serialize_with = "hex_vectors")]
+    pub posts: Vec<Vector>,
+    /// Vectors posted through an IRTE with URG set (a second device), in order. They
+    /// notify even while SN is set.
+    #[serde(serialize_with = "hex_vectors")]
+    pub urg_posts: Vec<Vector>,
+    /// Handler entries the APIC may start.
+    pub entries: u32,
+    /// SN changes by another CPU: set, clear, set, ... starting from SN = 0.
+    pub sn_toggles: u32,
+    /// Whether the CPU that clears SN then rechecks PIR and notifies if needed (the
+    /// correct protocol; see [`model`]). Turn it off to watch the loss it prevents.
+    pub sn_recheck: bool,
+    /// Most context switches away from a running handler on one path (`None`:
+    /// unbounded).
+    pub preemption_bound: Option<u32>,
+    /// Most operations one handler entry may perform before it counts as not
+    /// terminating.
+    pub max_handler_ops: u32,
+    /// Most distinct states before the search gives up as incomplete.
+    pub max_states: u64,
+}
+
+fn hex_vectors<S: Serializer>(v: &[Vector], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|v| v.to_string()))
+}
+
+/// Default number of non-urgent posts.
+///
+/// Default bounds of `irqsim explore` and [`ExploreConfig::default`]: with them every
+/// built-in variant explores in about a second or less (`rfc`, the largest, has about
+/// 144,000 distinct states).
+pub const DEFAULT_POSTS: u32 = 4;
+/// Default number of handler entries.
+pub const DEFAULT_ENTRIES: u32 = 3;
+/// Default number of SN changes.
+pub const DEFAULT_SN_TOGGLES: u32 = 2;
+/// Default number of urgent posts.
+pub const DEFAULT_URG_POSTS: u32 = 1;
+/// Default bound on one handler entry's operations.
+pub const DEFAULT_MAX_HANDLER_OPS: u32 = 1_000;
+/// Default bound on distinct states (a few hundred bytes each).
+pub const DEFAULT_MAX_STATES: u64 = 4_000_000;
+
+impl Default for ExploreConfig {
+    /// The default bounds: [`DEFAULT_POSTS`] posts, [`DEFAULT_URG_POSTS`] urgent post,
+    /// [`DEFAULT_ENTRIES`] entries, [`DEFAULT_SN_TOGGLES`] SN changes, no preemption
+    /// bound.
+    fn default() -> Self {
+        ExploreConfig::with_counts(DEFAULT_POSTS, DEFAULT_ENTRIES)
+            .urgent(DEFAULT_URG_POSTS)
+            .sn_toggles(DEFAULT_SN_TOGGLES)
+    }
+}
+
+impl ExploreConfig {
+    /// `posts` non-urgent posts using [`DEFAULT_POST_VECTORS`] in order (repeating),
+    /// `entries` handler entries, no SN changes, no urgent posts, no preemption bound.
+    pub fn with_counts(posts: u32, entries: u32) -> ExploreConfig {
+        ExploreConfig {
+            posts: cycle(&DEFAULT_POST_VECTORS, posts),
+            urg_posts: Vec::new(),
+            entries,
+            sn_toggles: 0,
+            sn_recheck: true,
+            preemption_bound: None,
+            max_handler_ops: DEFAULT_MAX_HANDLER_OPS,
+            max_states: DEFAULT_MAX_STATES,
+        }
+    }
+
+    /// Sets `n` urgent posts using [`DEFAULT_URG_VECTORS`] in order.
+    pub fn urgent(mut self, n: u32) -> ExploreConfig {
+        self.urg_posts = cycle(&DEFAULT_URG_VECTORS, n);
+        self
+    }
+
+    /// Sets the number of SN changes.
+    pub fn sn_toggles(mut self, n: u32) -> ExploreConfig {
+        self.sn_toggles = n;
+        self
+    }
+
+    /// Sets the preemption bound.
+    pub fn preemption_bound(mut self, bound: Option<u32>) -> ExploreConfig {
+        self.preemption_bound = bound;
+        self
+    }
+
+    /// Checks the bounds: device vectors only (0x20 up to, not including, the
+    /// notification vector), at most [`MAX_POSTS`] posts per stream and SN changes, at
+    /// least one operation per handler entry.
+    pub fn validate(&self) -> Result<(), ExploreError> {
+        for (field, list) in [("posts", &self.posts), ("urg_posts", &self.urg_posts)] {
+            if list.len() > MAX_POSTS as usize {
+                return Err(ExploreError::Bound {
+                    field,
+                    value: list.len() as u64,
+                    allowed: format!("at most {MAX_POSTS}"),
+                });
+            }
+            if let Some(v) = list.iter().find(|v| !is_device_vector(**v)) {
+                return Err(ExploreError::Bound {
+                    field,
+                    value: u64::from(v.0),
+                    allowed: format!(
+                        "device vectors {:#04x}..{:#04x}",
+                        FIRST_EXTERNAL_VECTOR, POSTED_MSI_NOTIFICATION_VECTOR.0
+                    ),
+                });
+            }
+        }
+        if self.sn_toggles > MAX_POSTS {
+            return Err(ExploreError::Bound {
+                field: "sn_toggles",
+                value: u64::from(self.sn_toggles),
+                allowed: format!("at most {MAX_POSTS}"),
+            });
+        }
+        if self.max_handler_ops == 0 {
+            return Err(ExploreError::Bound {
+                field: "max_handler_ops",
+                value: 0,
+                allowed: "at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Most posts per stream, and most SN changes, an exploration accepts.
+pub const MAX_POSTS: u32 = 64;
+
+fn is_device_vector(v: Vector) -> bool {
+    v.0 >= FIRST_EXTERNAL_VECTOR && v < POSTED_MSI_NOTIFICATION_VECTOR
+}
+
+fn cycle(vectors: &[Vector], n: u32) -> Vec<Vector> {
+    vectors.iter().copied().cycle().take(n as usize).collect()
+}
+
+/// Bad input to the explorer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExploreError {
+    /// No built-in variant has this name.
+    #[error("unknown variant {name:?}: expected one of {}", VARIANT_NAMES.join(", "))]
+    UnknownVariant {
+        /// The name given.
+        name: String,
+    },
+    /// A bound is out of range.
+    #[error("`{field}` is {value}; allowed: {allowed}")]
+    Bound {
+        /// The [`ExploreConfig`] field.
+        field: &'static str,
+        /// Its value (for a vector list, the offending vector).
+        value: u64,
+        /// What is allowed.
+        allowed: String,
+    },
+}
+
+/// One numbered step of a counterexample: who did what, and the descriptor and APIC
+/// fields after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TraceStep {
+    /// Step number, from 1.
+    pub n: u32,
+    /// `iommu`, `iommu-urg`, `sn-cpu`, `apic` or `handler`.
+    pub actor: String,
+    /// What it did, in words.
+    pub action: String,
+    /// The descriptor and APIC fields after the step.
+    pub after: Snapshot,
+}
+
+/// A shortest path to a violated invariant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Counterexample {
+    /// The invariant that failed.
+    pub invariant: Invariant,
+    /// Why, in words.
+    pub detail: String,
+    /// The invariant failed once nothing could move any more (rather than during the
+    /// last step).
+    pub at_quiescence: bool,
+    /// The steps from the initial state, in order.
+    pub steps: Vec<TraceStep>,
+}
+
+impl fmt::Display for Counterexample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "counterexample, {} steps:", self.steps.len())?;
+        for s in &self.steps {
+            writeln!(f, "{:>4}. {:<9} {}", s.n, s.actor, s.action)?;
+            writeln!(f, "      {:<9} -> {}", "", s.after)?;
+        }
+        let when = if self.at_quiescence {
+            "at quiescence (no actor can move)".to_string()
+        } else {
+            format!("at step {}", self.steps.len())
+        };
+        write!(
+            f,
+            "invariant violated {when}: {}: {}",
+            self.invariant, self.detail
+        )
+    }
+}
+
+/// How an exploration ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum ExploreResult {
+    /// Every invariant held on every explored path.
+    Pass,
+    /// An invariant failed; the counterexample is a shortest path to it.
+    Fail(Box<Counterexample>),
+    /// The state limit was reached first: no verdict.
+    Incomplete {
+        /// What limit, in words.
+        reason: String,
+    },
+}
+
+/// What an exploration did and found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExploreReport {
+    /// [`PirHandler::name`] of the handler explored.
+    pub variant: String,
+    /// The variant says it is wrong on purpose ([`PirHandler::is_broken`]).
+    pub broken_on_purpose: bool,
+    /// The bounds explored.
+    pub config: ExploreConfig,
+    /// Steps taken (states generated, duplicates included).
+    pub states_explored: u64,
+    /// Distinct states seen.
+    pub distinct_states: u64,
+    /// Individual invariant evaluations.
+    pub invariants_checked: u64,
+    /// Longest path explored, in steps.
+    pub max_depth: u64,
+    /// Wall-clock time of the search, seconds (the only field that differs between
+    /// two identical runs).
+    pub wall_time_s: f64,
+    /// The verdict.
+    pub result: ExploreResult,
+}
+
+impl ExploreReport {
+    /// Whether every invariant held (and the search finished).
+    pub fn passed(&self) -> bool {
+        self.result == ExploreResult::Pass
+    }
+
+    /// The counterexample, if an invariant failed.
+    pub fn counterexample(&self) -> Option<&Counterexample> {
+        match &self.result {
+            ExploreResult::Fail(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The report as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serializes")
+    }
+}
+
+impl fmt::Display for ExploreReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = match &self.result {
+            ExploreResult::Pass => "PASS: every invariant holds within the bounds".to_string(),
+            ExploreResult::Fail(c) => format!("FAIL: {} violated", c.invariant),
+            ExploreResult::Incomplete { reason } => format!("INCOMPLETE: {reason}"),
+        };
+        let broken = if self.broken_on_purpose {
+            " (broken on purpose)"
+        } else {
+            ""
+        };
+        writeln!(f, "variant {}{broken}: {verdict}", self.variant)?;
+        let c = &self.config;
+        let list = |v: &[Vector]| {
+            v.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        writeln!(
+            f,
+            "  bounds: posts [{}], urgent posts [{}], {} entries, {} SN toggles{}, \
+             preemption bound {}",
+            list(&c.posts),
+            list(&c.urg_posts),
+            c.entries,
+            c.sn_toggles,
+            if c.sn_recheck || c.sn_toggles < 2 {
+                ""
+            } else {
+                " (no recheck)"
+            },
+            c.preemption_bound
+                .map_or_else(|| "none".to_string(), |b| b.to_string()),
+        )?;
+        writeln!(
+            f,
+            "  states explored {}, distinct states {}, invariants checked {}, max depth {}, \
+             wall time {:.3} s",
+            self.states_explored,
+            self.distinct_states,
+            self.invariants_checked,
+            self.max_depth,
+            self.wall_time_s
+        )?;
+        if let ExploreResult::Fail(c) = &self.result {
+            writeln!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Explores every interleaving of `handler` with the actors and bounds of `config`.
+///
+/// `handler` is any [`PirHandler`]: a built-in variant or your own, written against
+/// [`crate::kernel::CpuPort`]. It must be deterministic (the same operation results
+/// give the same operations), since the explorer re-runs it to reach each state.
+///
+/// # Panics
+/// If `config` fails [`ExploreConfig::validate`].
+pub fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> ExploreReport {
+    if let Err(e) = config.validate() {
+        panic!("invalid exploration bounds: {e}");
+    }
+    search::explore(handler, config)
+}
+
+/// [`explore`] for a built-in variant chosen by name.
+pub fn explore_variant(
+    name: &str,
+    max_loops: u32,
+    config: &ExploreConfig,
+) -> Result<ExploreReport, ExploreError> {
+    config.validate()?;
+    let handler = variant_by_name(name, max_loops).ok_or_else(|| ExploreError::UnknownVariant {
+        name: name.to_string(),
+    })?;
+    Ok(search::explore(handler.as_ref(), config))
+}

@@ -1,0 +1,239 @@
+//! The exhaustive explorer on every built-in variant, and on handlers that are not in
+//! the repository, fed to it through the public API only.
+
+use irqsim::explore::{
+    explore, explore_variant, ExploreConfig, ExploreError, ExploreResult, Invariant,
+};
+use irqsim::kernel::posted_msi::{dispatch_pending, variant_by_name};
+use irqsim::kernel::{CpuPort, HandlerFuture, PirHandler, DEFAULT_MAX_LOOPS, VARIANT_NAMES};
+
+const CORRECT: [&str; 4] = ["copy-then-xchg", "rfc", "interleaved", "per-word-dispatch"];
+const BROKEN: [&str; 2] = ["no-final-recheck", "xchg-word0"];
+
+#[test]
+fn correct_variants_pass_and_broken_ones_fail_with_the_default_bounds() {
+    let config = ExploreConfig::default();
+    for name in VARIANT_NAMES {
+        let r = explore_variant(name, DEFAULT_MAX_LOOPS, &config).unwrap();
+        assert!(r.distinct_states > 0 && r.invariants_checked > 0, "{name}");
+        if CORRECT.contains(name) {
+            assert!(r.passed(), "{r}");
+            assert!(r.states_explored >= r.distinct_states, "{name}");
+        } else if BROKEN.contains(name) {
+            assert!(r.broken_on_purpose, "{name}");
+            let c = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+            assert!(!c.steps.is_empty(), "{name}");
+            assert!(
+                c.steps
+                    .iter()
+                    .enumerate()
+                    .all(|(i, s)| s.n as usize == i + 1),
+                "{name}: steps are numbered 1.."
+            );
+        } else {
+            // kvm-clear-on-first: what the explorer finds, kept so a change shows up.
+            // Clearing ON first means every post after the clear notifies again, so
+            // nothing is stranded; the cost is extra notifications, not lost ones.
+            assert_eq!(*name, "kvm-clear-on-first");
+            assert!(r.passed(), "{r}");
+        }
+    }
+}
+
+#[test]
+fn no_final_recheck_counterexample_is_the_post_between_last_harvest_and_clear_on() {
+    let r = explore_variant(
+        "no-final-recheck",
+        DEFAULT_MAX_LOOPS,
+        &ExploreConfig::with_counts(2, 2),
+    )
+    .unwrap();
+    let c = r.counterexample().unwrap();
+    assert_eq!(c.invariant, Invariant::NothingLost);
+    // Found as soon as the handler returns: nothing will look at PIR again.
+    assert!(!c.at_quiescence);
+    let n = c.steps.len();
+    // ... iommu posts the second vector while ON is still set, then the handler clears
+    // ON and returns without looking at PIR again.
+    assert_eq!(c.steps[n - 3].actor, "iommu", "{r}");
+    assert!(c.steps[n - 3].action.contains("coalesced"), "{r}");
+    assert_eq!(c.steps[n - 2].action, "clear ON", "{r}");
+    assert!(c.steps[n - 1].action.starts_with("EOI"), "{r}");
+    let last = c.steps[n - 1].after;
+    assert!(!last.on && !last.sn && !last.irr && !last.isr);
+    assert_eq!(last.pir[1], 1 << (0x61 - 64), "0x61 stranded");
+    // Shortest: post, deliver, one full copy-then-xchg round (4 loads, xchg,
+    // handler), the empty round's 4 loads, the racing post, clear ON, EOI.
+    assert_eq!(n, 15, "{r}");
+}
+
+#[test]
+fn preemption_bound_zero_hides_the_race_and_one_finds_it() {
+    let base = ExploreConfig::with_counts(2, 2);
+    let h = variant_by_name("no-final-recheck", DEFAULT_MAX_LOOPS).unwrap();
+    let r0 = explore(h.as_ref(), &base.clone().preemption_bound(Some(0)));
+    assert!(r0.passed(), "{r0}");
+    let r1 = explore(h.as_ref(), &base.preemption_bound(Some(1)));
+    assert!(!r1.passed(), "{r1}");
+    assert!(r0.distinct_states < r1.distinct_states);
+}
+
+#[test]
+fn without_the_sn_owners_recheck_even_mainline_loses_a_suppressed_post() {
+    let mut c = ExploreConfig::with_counts(2, 2).sn_toggles(2);
+    let h = variant_by_name("copy-then-xchg", DEFAULT_MAX_LOOPS).unwrap();
+    assert!(explore(h.as_ref(), &c).passed());
+    c.sn_recheck = false;
+    let r = explore(h.as_ref(), &c);
+    let cx = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(cx.invariant, Invariant::NothingLost);
+    assert!(
+        cx.steps.iter().any(|s| s.action.contains("suppressed")),
+        "{r}"
+    );
+}
+
+#[test]
+fn urgent_posts_notify_through_sn() {
+    // SN set for good (one toggle), one urgent post: it must still be delivered.
+    let c = ExploreConfig::with_counts(0, 1).sn_toggles(1).urgent(1);
+    for name in CORRECT {
+        let r = explore_variant(name, DEFAULT_MAX_LOOPS, &c).unwrap();
+        assert!(r.passed(), "{r}");
+    }
+}
+
+#[test]
+fn bad_bounds_and_names_are_errors_not_panics() {
+    let mut c = ExploreConfig::with_counts(1, 1);
+    c.posts[0] = irqsim::sim_core::Vector(0xec);
+    let e = explore_variant("rfc", 3, &c).unwrap_err();
+    assert!(
+        matches!(e, ExploreError::Bound { field: "posts", .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("0xeb"), "{e}");
+    let e = explore_variant("nope", 3, &ExploreConfig::default()).unwrap_err();
+    assert!(e.to_string().contains("copy-then-xchg"), "{e}");
+}
+
+#[test]
+fn report_serializes_with_verdict_counts_and_trace() {
+    let r = explore_variant("xchg-word0", 3, &ExploreConfig::with_counts(2, 2)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(v["result"]["verdict"], "fail");
+    assert_eq!(v["result"]["invariant"], "nothing-lost");
+    assert_eq!(v["config"]["posts"], serde_json::json!(["0x21", "0x61"]));
+    let step = &v["result"]["steps"][0];
+    assert_eq!(step["n"], 1);
+    assert_eq!(step["actor"], "iommu");
+    assert_eq!(step["after"]["pir"][0], "0x200000000");
+    for key in [
+        "states_explored",
+        "distinct_states",
+        "invariants_checked",
+        "wall_time_s",
+    ] {
+        assert!(v[key].is_number(), "{key}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Handlers that are not in the repository.
+
+/// Mainline's shape, but after clearing ON it rechecks only PIR word 0: a post to a
+/// higher word that lands between the last harvest and the clear is stranded.
+struct RecheckWordZeroOnly;
+
+impl PirHandler for RecheckWordZeroOnly {
+    fn name(&self) -> &str {
+        "recheck-word0-only"
+    }
+
+    fn run(&self, cpu: CpuPort) -> HandlerFuture {
+        Box::pin(async move {
+            harvest_all(&cpu).await;
+            cpu.clear_on().await;
+            let w0 = cpu.load_pir(0).await;
+            if w0 != 0 {
+                let bits = cpu.xchg_pir(0, 0).await;
+                dispatch_pending(&cpu, [bits, 0, 0, 0]).await;
+            }
+            cpu.eoi().await;
+        })
+    }
+}
+
+/// Exchanges every word once and dispatches what it got.
+async fn harvest_all(cpu: &CpuPort) -> bool {
+    let mut got = [0u64; 4];
+    for (word, slot) in got.iter_mut().enumerate() {
+        *slot = cpu.xchg_pir(word, 0).await;
+    }
+    let any = got.iter().any(|w| *w != 0);
+    if any {
+        dispatch_pending(cpu, got).await;
+    }
+    any
+}
+
+/// A correct handler of my own: harvest until empty, clear ON, harvest until empty.
+struct DrainTwice;
+
+impl PirHandler for DrainTwice {
+    fn name(&self) -> &str {
+        "drain-twice"
+    }
+
+    fn run(&self, cpu: CpuPort) -> HandlerFuture {
+        Box::pin(async move {
+            while harvest_all(&cpu).await {}
+            cpu.clear_on().await;
+            while harvest_all(&cpu).await {}
+            cpu.eoi().await;
+        })
+    }
+}
+
+/// Forgets the EOI when it found nothing to do.
+struct SkipsEoiWhenEmpty;
+
+impl PirHandler for SkipsEoiWhenEmpty {
+    fn name(&self) -> &str {
+        "skips-eoi-when-empty"
+    }
+
+    fn run(&self, cpu: CpuPort) -> HandlerFuture {
+        Box::pin(async move {
+            cpu.clear_on().await;
+            if harvest_all(&cpu).await {
+                cpu.eoi().await;
+            }
+        })
+    }
+}
+
+#[test]
+fn a_broken_handler_outside_the_repository_is_caught() {
+    let r = explore(&RecheckWordZeroOnly, &ExploreConfig::default());
+    let c = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(c.invariant, Invariant::NothingLost, "{r}");
+    assert_eq!(r.variant, "recheck-word0-only");
+    assert!(!r.broken_on_purpose);
+}
+
+#[test]
+fn a_correct_handler_outside_the_repository_passes() {
+    let r = explore(&DrainTwice, &ExploreConfig::default());
+    assert!(r.passed(), "{r}");
+}
+
+#[test]
+fn a_missing_eoi_is_caught_as_an_eoi_mismatch() {
+    // Its first entry always finds a post (the notification came from one), so only
+    // a later, empty entry skips the EOI: that needs a second notification.
+    let r = explore(&SkipsEoiWhenEmpty, &ExploreConfig::default());
+    let c = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(c.invariant, Invariant::EoiMatchesEntry, "{r}");
+    assert!(matches!(r.result, ExploreResult::Fail(_)));
+}
