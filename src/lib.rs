@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod engine;
 pub mod experiments;
 pub mod explore;

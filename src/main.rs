@@ -22,6 +22,90 @@ struct Cli {
     command: Option<Command>,
 }
 
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The engine's ping model: N entities with one pending event each; every event
+    /// schedules the next at now + U[1, 1000] ns (seeded ChaCha8). Also runs the same
+    /// work on a plain BinaryHeap loop for comparison.
+    Engine {
+        /// Pending events (entities).
+        #[arg(long, default_value_t = 1000)]
+        pending: u64,
+        /// Events to handle.
+        #[arg(long, default_value_t = 10_000_000)]
+        events: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A whole scenario: simulated MSIs per wall-clock second, events per MSI, peak memory.
+    Scenario {
+        /// A scenario file or embedded scenario name.
+        scenario: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn run_bench(cmd: BenchCommand) -> Result<(), String> {
+    match cmd {
+        BenchCommand::Engine {
+            pending,
+            events,
+            seed,
+            json,
+        } => {
+            if pending == 0 || events == 0 {
+                return Err("--pending and --events must be at least 1".into());
+            }
+            let ours = irqsim::bench::ping_irqsim(pending, events, seed);
+            let heap = irqsim::bench::ping_binary_heap(pending, events, seed);
+            if json {
+                return print_stdout(
+                    &serde_json::to_string_pretty(&[&ours, &heap]).expect("serializes"),
+                );
+            }
+            for b in [&ours, &heap] {
+                println!(
+                    "{:<12} pending {:>8}  events {:>10}  {:>7.2} M events/s  {:>6.1} ns/event",
+                    b.engine,
+                    b.pending,
+                    b.events,
+                    b.events_per_sec / 1e6,
+                    b.ns_per_event
+                );
+            }
+            println!(
+                "ratio irqsim / binary-heap time: {:.2}",
+                ours.seconds / heap.seconds.max(1e-12)
+            );
+            Ok(())
+        }
+        BenchCommand::Scenario { scenario, json } => {
+            let sc = load_scenario(&scenario).map_err(|e| e.to_string())?;
+            let b = irqsim::bench::bench_scenario(&sc).map_err(|e| e.to_string())?;
+            if json {
+                return print_stdout(&serde_json::to_string_pretty(&b).expect("serializes"));
+            }
+            println!(
+                "{}: {:.0} us simulated in {:.3} s wall; {} events, {} MSIs\n  {:.2} M simulated MSIs/s, {:.2} M events/s, {:.1} events/MSI, peak memory {:.1} MiB\n  (model throughput on this machine)",
+                scenario,
+                b.sim_time_us,
+                b.wall_seconds,
+                b.events,
+                b.msis,
+                b.msis_per_sec / 1e6,
+                b.events_per_sec / 1e6,
+                b.events_per_msi,
+                b.peak_rss_bytes as f64 / (1 << 20) as f64
+            );
+            Ok(())
+        }
+    }
+}
+
 /// Chrome trace-event output (opens in ui.perfetto.dev).
 #[derive(clap::Args, Default)]
 struct TraceArgs {
@@ -114,6 +198,9 @@ enum Command {
     Merge(irqsim::sweep::MergeArgs),
     /// List built-in experiments and embedded scenarios.
     List,
+    /// Measure the engine or a whole scenario.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Explore every interleaving of a handler variant with the IOMMU, SN changes and
     /// the APIC; exit 0 if every invariant holds, 1 with a counterexample if not.
     Explore(irqsim::explore::cli::ExploreArgs),
@@ -145,6 +232,7 @@ fn main() -> ExitCode {
             json,
             trace,
         }) => run_scenario(&scenario, seed, json.as_deref(), &trace),
+        Some(Command::Bench(cmd)) => run_bench(cmd),
         Some(Command::List) => {
             list();
             Ok(())

@@ -11,6 +11,7 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ("nvme-posted", include_str!("../scenarios/nvme-posted.toml")),
     ("vmd-remap", include_str!("../scenarios/vmd-remap.toml")),
     ("nic-napi", include_str!("../scenarios/nic-napi.toml")),
+    ("large", include_str!("../scenarios/large.toml")),
 ];
 
 /// The TOML text of an embedded scenario.

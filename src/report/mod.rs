@@ -139,6 +139,8 @@ pub struct PidAgentReport {
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct IommuReport {
+    /// Remapping units (their figures are summed here).
+    pub units: u32,
     pub remapped: u64,
     pub posted: u64,
     pub faults: BTreeMap<String, u64>,
@@ -150,6 +152,8 @@ pub struct IommuReport {
     pub fabric_messages: u64,
     pub fabric_mean_wait_ns: f64,
     pub fabric_max_wait_ns: f64,
+    /// Time units spent unable to send a message because the fabric was full.
+    pub fabric_stall_ns: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

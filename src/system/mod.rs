@@ -16,6 +16,7 @@ pub mod costs;
 pub mod cpu;
 pub mod device_runtime;
 pub mod io;
+pub mod iommu;
 pub mod ledger;
 pub mod observe;
 pub mod scenario;
@@ -30,7 +31,7 @@ use devices::{DsaQueue, DsaWorkQueue};
 use hdrhistogram::Histogram;
 use iommu_sim::vtd::{
     msi::encode_remappable, DeliveryMode as IrteDeliveryMode, FaultReason, InterruptMessageFabric,
-    InterruptRemapper, Irte, PostedIrte, RemapAction, RemapConfig, RemappedIrte, SourceCheck,
+    InterruptRemapper, Irte, PostedIrte, RemapConfig, RemappedIrte, SourceCheck,
 };
 use pid_model::desc::ON_BIT;
 use pid_model::{Agent, LineOp, PiDesc, PidLine};
@@ -45,6 +46,7 @@ use crate::report::{
 pub use builder::ScenarioBuilder;
 pub use costs::{Costs, CpuCosts, DeviceCosts};
 pub use cpu::{CpuState, CpuTime, Deferred, HandlerRef};
+use iommu::IommuUnit;
 use ledger::{Ledger, MsiToken};
 pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
 pub use scenario::{
@@ -110,11 +112,14 @@ enum Event {
     IoWake { dev: io::IoDev, generation: u32 },
     /// An MSI write reaches the IOMMU.
     MsiAtIommu(InFlightMsi),
-    /// The IOMMU finished the current stage of the request at the head of its FIFO.
-    IommuStageDone,
+    /// Remapping unit `unit` finished the current stage of the request at the head of
+    /// its FIFO.
+    IommuStageDone { unit: u16 },
     /// An interrupt message reaches a local APIC. `msi` is set for device MSIs and
     /// empty for posted-interrupt notifications.
     ApicMessage {
+        /// The remapping unit whose fabric carried the message.
+        unit: u16,
         cpu: u32,
         vector: Vector,
         level: bool,
@@ -126,43 +131,11 @@ enum Event {
 
 #[derive(Clone, Copy, Debug)]
 struct InFlightMsi {
+    /// The remapping unit it is written to.
+    unit: u16,
     token: MsiToken,
     message: MsiMessage,
     source_id: u16,
-}
-
-/// The stage of the request the IOMMU is working on.
-#[derive(Clone, Copy, Debug)]
-enum IommuStage {
-    Remap(RemapAction),
-    /// The atomic update of CPU `cpu`'s descriptor, begun at `started`.
-    PostWrite {
-        cpu: u32,
-        vector: Vector,
-        urg: bool,
-        started: SimTime,
-    },
-}
-
-struct IommuUnit {
-    remapper: InterruptRemapper,
-    fifo: VecDeque<InFlightMsi>,
-    current: Option<(InFlightMsi, IommuStage)>,
-    fabric: InterruptMessageFabric,
-    agent: Agent,
-    updates: u64,
-    /// Request credits not taken by an MSI in flight to, or queued in, the unit.
-    credits_free: u32,
-    /// Sources holding MSIs back for lack of a credit, in arrival order.
-    credit_waiters: VecDeque<u32>,
-    /// Interrupt messages sent into the fabric and not yet delivered.
-    fabric_in_flight: u32,
-    fabric_credits: u32,
-    /// The unit finished a stage but could not send its message: the fabric was full.
-    waiting_for_fabric: bool,
-    /// How long the unit spent waiting for fabric credit.
-    fabric_stall: Duration,
-    fabric_stall_since: SimTime,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -181,7 +154,7 @@ pub struct System {
     cpus: Vec<cpu::Cpu>,
     apic_to_cpu: BTreeMap<u32, u32>,
     pda_to_cpu: BTreeMap<u64, u32>,
-    iommu: IommuUnit,
+    iommus: Vec<IommuUnit>,
     devices: Vec<Device>,
     sources: Vec<MsiSource>,
     io: io::Io,
@@ -228,12 +201,13 @@ impl System {
         for c in 0..sc.cpus.count {
             let apic_id = sc.apic_id_of(c);
             let desc = PiDesc::new(POSTED_MSI_NOTIFICATION_VECTOR, apic_id);
-            // Single-socket systems for now: every agent sits on socket 0.
-            let line = PidLine::with_desc(desc, 0);
+            // CPUs fill sockets in order; each CPU's descriptor lives on its socket.
+            let socket = sc.socket_of(c);
+            let line = PidLine::with_desc(desc, socket);
             cpus.push(cpu::Cpu::new(
                 LocalApic::new(ApicId(apic_id)),
                 line,
-                Agent::core(c, 0),
+                Agent::core(c, socket),
             ));
             apic_to_cpu.insert(apic_id, c);
             pda_to_cpu.insert(sc.pid_address_of(c), c);
@@ -280,7 +254,12 @@ impl System {
                 },
                 (None, None) => unreachable!("validated: a device has arrival or closed_loop"),
             };
-            sources.push(MsiSource::new(name.clone(), message, d.source_id));
+            sources.push(MsiSource::new(
+                name.clone(),
+                message,
+                d.source_id,
+                sc.unit_of_cpu(cpu),
+            ));
             devices.push(Device {
                 rng: streams.stream(&name),
                 name,
@@ -332,6 +311,7 @@ impl System {
                 name,
                 encode_remappable(index as u16, false, 0),
                 source_id,
+                sc.unit_of_cpu(cpu),
             ));
             Ok(sources.len() as u32 - 1)
         };
@@ -353,21 +333,23 @@ impl System {
             cpus,
             apic_to_cpu,
             pda_to_cpu,
-            iommu: IommuUnit {
-                remapper,
-                fifo: VecDeque::new(),
-                current: None,
-                fabric,
-                agent: Agent::iommu(0),
-                updates: 0,
-                credits_free: sc.iommu.request_credits,
-                credit_waiters: VecDeque::new(),
-                fabric_in_flight: 0,
-                fabric_credits: sc.iommu.fabric_credits,
-                waiting_for_fabric: false,
-                fabric_stall: Duration::ZERO,
-                fabric_stall_since: SimTime::ZERO,
-            },
+            iommus: (0..sc.iommu.units)
+                .map(|u| IommuUnit {
+                    remapper: remapper.clone(),
+                    fifo: VecDeque::new(),
+                    current: None,
+                    fabric: fabric.clone(),
+                    agent: Agent::iommu((u % sc.cpus.sockets) as u16),
+                    updates: 0,
+                    credits_free: sc.iommu.request_credits,
+                    credit_waiters: VecDeque::new(),
+                    fabric_in_flight: 0,
+                    fabric_credits: sc.iommu.fabric_credits,
+                    waiting_for_fabric: false,
+                    fabric_stall: Duration::ZERO,
+                    fabric_stall_since: SimTime::ZERO,
+                })
+                .collect(),
             devices,
             sources,
             io,
@@ -478,233 +460,22 @@ impl System {
             Event::MsiAtIommu(msi) => {
                 self.ledger.device_to_iommu -= 1;
                 self.ledger.iommu += 1;
-                self.iommu.fifo.push_back(msi);
-                self.iommu_start_next(now);
+                self.iommus[msi.unit as usize].fifo.push_back(msi);
+                self.iommu_start_next(now, msi.unit);
             }
-            Event::IommuStageDone => self.on_iommu_stage_done(now),
+            Event::IommuStageDone { unit } => self.on_iommu_stage_done(now, unit),
             Event::ApicMessage {
+                unit,
                 cpu,
                 vector,
                 level,
                 msi,
-            } => self.on_apic_message(now, cpu, vector, level, msi),
+            } => {
+                self.fabric_delivered(now, unit);
+                self.on_apic_message(now, cpu, vector, level, msi)
+            }
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
         }
-    }
-
-    /// The IOMMU processes one request at a time, in arrival order.
-    fn iommu_start_next(&mut self, now: SimTime) {
-        if self.iommu.current.is_some() {
-            return;
-        }
-        let Some(msi) = self.iommu.fifo.pop_front() else {
-            return;
-        };
-        // The request left the inbound queue: its credit goes back to the devices.
-        self.credit_returned(now);
-        let out = self.iommu.remapper.remap(now, &msi.message, msi.source_id);
-        self.iommu.current = Some((msi, IommuStage::Remap(out.action)));
-        self.queue
-            .schedule(now + out.cost, Priority::IOMMU, Event::IommuStageDone);
-        if self.observing() {
-            let unknown = u32::MAX;
-            let what = match out.action {
-                RemapAction::Deliver { dest, vector, .. } => IommuWork::Remapped {
-                    cpu: self.apic_to_cpu.get(&dest.0).copied().unwrap_or(unknown),
-                    vector,
-                },
-                RemapAction::Post { pda, vector, .. } => IommuWork::PostLookup {
-                    cpu: self.pda_to_cpu.get(&pda).copied().unwrap_or(unknown),
-                    vector,
-                },
-                RemapAction::Blocked { reason, .. } => IommuWork::Fault {
-                    code: reason.code(),
-                },
-            };
-            self.emit(SimEvent::IommuWork {
-                start: now,
-                dur: out.cost,
-                msi: msi.token,
-                what,
-            });
-        }
-    }
-
-    /// Drops `msi` for `reason`: counted in the balance and reported to the observer.
-    fn drop_msi(&mut self, now: SimTime, msi: MsiToken, reason: &'static str) {
-        self.ledger.drop_msi(reason);
-        self.emit(SimEvent::MsiDropped {
-            t: now,
-            msi,
-            reason,
-        });
-    }
-
-    /// Whether the current stage may finish now: a stage that sends an interrupt
-    /// message needs room in the fabric. If not, the unit waits for a delivery.
-    fn fabric_has_room(&mut self, now: SimTime, stage: &IommuStage) -> bool {
-        let sends = matches!(
-            stage,
-            IommuStage::Remap(RemapAction::Deliver { .. }) | IommuStage::PostWrite { .. }
-        );
-        if !sends || self.iommu.fabric_in_flight < self.iommu.fabric_credits {
-            return true;
-        }
-        if !self.iommu.waiting_for_fabric {
-            self.iommu.waiting_for_fabric = true;
-            self.iommu.fabric_stall_since = now;
-        }
-        false
-    }
-
-    /// Sends an interrupt message through the fabric; returns when it reaches the LAPIC.
-    fn send_interrupt_message(&mut self, now: SimTime) -> SimTime {
-        self.iommu.fabric_in_flight += 1;
-        self.iommu.fabric.submit(now)
-    }
-
-    fn on_iommu_stage_done(&mut self, now: SimTime) {
-        let stage = self
-            .iommu
-            .current
-            .as_ref()
-            .expect("IommuStageDone with no request in progress")
-            .1;
-        if !self.fabric_has_room(now, &stage) {
-            return;
-        }
-        let (msi, stage) = self.iommu.current.take().expect("checked above");
-        match stage {
-            IommuStage::Remap(RemapAction::Blocked { reason, .. }) => {
-                self.ledger.iommu -= 1;
-                self.drop_msi(now, msi.token, reason.name());
-            }
-            IommuStage::Remap(RemapAction::Deliver {
-                dest,
-                vector,
-                level_triggered,
-                ..
-            }) => {
-                self.ledger.iommu -= 1;
-                match self.apic_to_cpu.get(&dest.0) {
-                    Some(&cpu) => {
-                        self.ledger.fabric += 1;
-                        let at = self.send_interrupt_message(now);
-                        self.queue.schedule(
-                            at,
-                            Priority::APIC,
-                            Event::ApicMessage {
-                                cpu,
-                                vector,
-                                level: level_triggered,
-                                msi: Some(msi.token),
-                            },
-                        );
-                    }
-                    None => self.drop_msi(now, msi.token, "no_cpu_at_destination"),
-                }
-            }
-            IommuStage::Remap(RemapAction::Post {
-                pda, vector, urg, ..
-            }) => match self.pda_to_cpu.get(&pda) {
-                Some(&cpu) => {
-                    let op = LineOp::IommuPost { vector, urg };
-                    let cost = self.cpus[cpu as usize].pid.cost(
-                        self.iommu.agent,
-                        &op,
-                        &self.costs.pid_line,
-                        self.freq,
-                    );
-                    self.iommu.current = Some((
-                        msi,
-                        IommuStage::PostWrite {
-                            cpu,
-                            vector,
-                            urg,
-                            started: now,
-                        },
-                    ));
-                    self.queue
-                        .schedule(now + cost, Priority::IOMMU, Event::IommuStageDone);
-                    // The IOMMU owns the line for the length of its atomic update.
-                    self.emit(SimEvent::PidLineState {
-                        t: now,
-                        line: cpu,
-                        agent: None,
-                        state: pid_model::Mesi::M,
-                    });
-                    return;
-                }
-                None => {
-                    self.ledger.iommu -= 1;
-                    self.drop_msi(now, msi.token, "pda_not_a_cpu_descriptor");
-                }
-            },
-            IommuStage::PostWrite {
-                cpu,
-                vector,
-                urg,
-                started,
-            } => {
-                let agent = self.iommu.agent;
-                let before = if self.observing() {
-                    let mut b = self.line_snapshot(cpu);
-                    b.push((agent, pid_model::Mesi::M));
-                    b
-                } else {
-                    Vec::new()
-                };
-                let result = self.cpus[cpu as usize]
-                    .pid
-                    .perform(agent, LineOp::IommuPost { vector, urg })
-                    .post()
-                    .expect("an IOMMU post yields a PostResult");
-                self.emit_line_changes(now, cpu, &before);
-                self.emit(SimEvent::IommuWork {
-                    start: started,
-                    dur: now.since(started),
-                    msi: msi.token,
-                    what: IommuWork::Posted {
-                        cpu,
-                        vector,
-                        merged: result.already_pending,
-                        notified: result.notification.is_some(),
-                    },
-                });
-                self.iommu.updates += 1;
-                self.ledger.iommu -= 1;
-                self.ledger
-                    .posted(cpu as usize, vector, msi.token, result.already_pending);
-                match result.notification {
-                    Some(n) => {
-                        self.notifications_sent += 1;
-                        match self.apic_to_cpu.get(&n.ndst) {
-                            Some(&target) => {
-                                self.emit(SimEvent::NotificationSent {
-                                    t: now,
-                                    cpu: target,
-                                    vector: n.nv,
-                                });
-                                let at = self.send_interrupt_message(now);
-                                self.queue.schedule(
-                                    at,
-                                    Priority::APIC,
-                                    Event::ApicMessage {
-                                        cpu: target,
-                                        vector: n.nv,
-                                        level: false,
-                                        msi: None,
-                                    },
-                                );
-                            }
-                            None => self.notifications_undeliverable += 1,
-                        }
-                    }
-                    None => self.notifications_suppressed += 1,
-                }
-            }
-        }
-        self.iommu_start_next(now);
     }
 
     fn on_apic_message(
@@ -716,12 +487,6 @@ impl System {
         msi: Option<MsiToken>,
     ) {
         let c = cpu as usize;
-        self.iommu.fabric_in_flight -= 1;
-        if self.iommu.waiting_for_fabric {
-            self.iommu.waiting_for_fabric = false;
-            self.iommu.fabric_stall += now.since(self.iommu.fabric_stall_since);
-            self.on_iommu_stage_done(now);
-        }
         let outcome = self.cpus[c].apic.accept(vector, level);
         if let Some(msi) = msi {
             self.ledger.fabric -= 1;
@@ -992,31 +757,38 @@ impl System {
                 pid_l1_misses: c.pid.counters(c.agent).l1_misses,
             });
         }
-        pid.iommu_updates = self.iommu.updates;
+        pid.iommu_updates = self.iommus.iter().map(|u| u.updates).sum();
 
-        let rc = self.iommu.remapper.counters();
-        let faults = self.iommu.remapper.fault_log().counts();
-        let iec = self.iommu.remapper.iec().counters();
-        let fabric = self.iommu.fabric.counters();
-        let iommu = IommuReport {
-            remapped: rc.remapped,
-            posted: rc.posted,
-            faults: FaultReason::ALL
-                .iter()
-                .map(|r| (r.name().to_string(), faults.occurred.get(*r)))
-                .filter(|(_, n)| *n > 0)
-                .collect(),
-            fault_records_kept: self.iommu.remapper.fault_log().records().len() as u64,
-            iec_hits: iec.hits,
-            iec_misses: iec.misses,
-            fabric_messages: fabric.submitted,
-            fabric_mean_wait_ns: if fabric.submitted > 0 {
-                fabric.total_wait_ps as f64 / 1e3 / fabric.submitted as f64
-            } else {
-                0.0
-            },
-            fabric_max_wait_ns: fabric.max_wait_ps as f64 / 1e3,
+        let mut iommu = IommuReport {
+            units: self.iommus.len() as u32,
+            ..IommuReport::default()
         };
+        let (mut wait_ps, mut max_wait_ps) = (0u64, 0u64);
+        for unit in &self.iommus {
+            let rc = unit.remapper.counters();
+            let faults = unit.remapper.fault_log().counts();
+            let iec = unit.remapper.iec().counters();
+            let fabric = unit.fabric.counters();
+            iommu.remapped += rc.remapped;
+            iommu.posted += rc.posted;
+            for r in FaultReason::ALL {
+                let n = faults.occurred.get(r);
+                if n > 0 {
+                    *iommu.faults.entry(r.name().to_string()).or_insert(0) += n;
+                }
+            }
+            iommu.fault_records_kept += unit.remapper.fault_log().records().len() as u64;
+            iommu.iec_hits += iec.hits;
+            iommu.iec_misses += iec.misses;
+            iommu.fabric_messages += fabric.submitted;
+            wait_ps += fabric.total_wait_ps;
+            max_wait_ps = max_wait_ps.max(fabric.max_wait_ps);
+            iommu.fabric_stall_ns += unit.fabric_stall.as_ns_f64();
+        }
+        if iommu.fabric_messages > 0 {
+            iommu.fabric_mean_wait_ns = wait_ps as f64 / 1e3 / iommu.fabric_messages as f64;
+        }
+        iommu.fabric_max_wait_ns = max_wait_ps as f64 / 1e3;
 
         let h = &self.latency;
         let q = |p: f64| {

@@ -102,6 +102,10 @@ fn default_max_loops() -> u32 {
 pub struct CpuConfig {
     /// Number of logical CPUs.
     pub count: u32,
+    /// Sockets the CPUs are spread over, in order (CPU i is on socket
+    /// i * sockets / count). The remapping unit sits on socket 0, so descriptor lines of
+    /// CPUs on other sockets cost it cross-socket transfers.
+    pub sockets: u32,
     /// x2APIC ID of each CPU; empty means CPU i has APIC ID i.
     pub apic_ids: Vec<u32>,
     /// Physical address of each CPU's posted-interrupt descriptor (64-byte aligned);
@@ -115,6 +119,7 @@ impl Default for CpuConfig {
     fn default() -> Self {
         CpuConfig {
             count: 1,
+            sockets: 1,
             apic_ids: Vec::new(),
             pid_addresses: Vec::new(),
             pid_base: 0x1_0000_0000,
@@ -141,6 +146,10 @@ pub struct IommuConfig {
     /// Interrupt messages the system agent's interrupt path can hold in flight. When
     /// full, the remapping unit waits before sending another. Assumption: 32.
     pub fabric_credits: u32,
+    /// Remapping units (VT-d DRHD units, each with its own queue, interrupt entry cache
+    /// and fabric). A source's MSIs go to the unit of its target CPU's socket, modulo
+    /// the number of units. Default 1.
+    pub units: u32,
 }
 
 impl Default for IommuConfig {
@@ -151,6 +160,7 @@ impl Default for IommuConfig {
             compat_allowed: false,
             request_credits: 64,
             fabric_credits: 32,
+            units: 1,
         }
     }
 }
@@ -372,6 +382,16 @@ impl Scenario {
         self.cpus.apic_ids.get(cpu as usize).copied().unwrap_or(cpu)
     }
 
+    /// The remapping unit serving MSIs aimed at CPU `cpu`.
+    pub fn unit_of_cpu(&self, cpu: u32) -> u16 {
+        (self.socket_of(cpu) as u32 % self.iommu.units) as u16
+    }
+
+    /// The socket of CPU `cpu`.
+    pub fn socket_of(&self, cpu: u32) -> u16 {
+        (cpu as u64 * self.cpus.sockets as u64 / self.cpus.count as u64) as u16
+    }
+
     /// The descriptor address of CPU `cpu`.
     pub fn pid_address_of(&self, cpu: u32) -> u64 {
         self.cpus
@@ -464,6 +484,16 @@ impl Scenario {
                 format!("1..={MAX_CPUS} CPUs"),
             ));
         }
+        if c.sockets == 0 || c.sockets > c.count.min(64) {
+            return Err(ScenarioError::invalid(
+                "cpus.sockets",
+                c.sockets,
+                format!(
+                    "1..={} (at most one socket per CPU, and 64)",
+                    c.count.min(64)
+                ),
+            ));
+        }
         if !c.apic_ids.is_empty() && c.apic_ids.len() != c.count as usize {
             return Err(ScenarioError::invalid(
                 "cpus.apic_ids",
@@ -530,6 +560,13 @@ impl Scenario {
             if v == 0 || v > 1_000_000 {
                 return Err(ScenarioError::invalid(name, v, "1..=1000000 credits"));
             }
+        }
+        if self.iommu.units == 0 || self.iommu.units > 64 {
+            return Err(ScenarioError::invalid(
+                "iommu.units",
+                self.iommu.units,
+                "1..=64 remapping units",
+            ));
         }
         if self.iommu.iec_entries == 0 {
             return Err(ScenarioError::invalid(

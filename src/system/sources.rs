@@ -25,16 +25,19 @@ pub(super) struct MsiSource {
     pub stalls: u64,
     /// Whether the source is queued for a credit.
     pub waiting: bool,
+    /// The remapping unit its writes go to.
+    pub unit: u16,
     /// MSIs written.
     pub written: u64,
 }
 
 impl MsiSource {
-    pub fn new(name: String, message: MsiMessage, source_id: u16) -> Self {
+    pub fn new(name: String, message: MsiMessage, source_id: u16, unit: u16) -> Self {
         MsiSource {
             name,
             message,
             source_id,
+            unit,
             backlog: 0,
             stalls: 0,
             waiting: false,
@@ -57,13 +60,14 @@ impl System {
     /// Source `source` wants to write an MSI now: at once if a request credit is free,
     /// else it waits in the device until one is.
     pub(super) fn raise_msi(&mut self, now: SimTime, source: u32) {
-        if self.iommu.credits_free == 0 {
+        let u = self.sources[source as usize].unit as usize;
+        if self.iommus[u].credits_free == 0 {
             let s = &mut self.sources[source as usize];
             s.backlog += 1;
             s.stalls += 1;
             if !s.waiting {
                 s.waiting = true;
-                self.iommu.credit_waiters.push_back(source);
+                self.iommus[u].credit_waiters.push_back(source);
             }
             return;
         }
@@ -72,15 +76,16 @@ impl System {
 
     /// A request credit came back: the longest-waiting source writes one held MSI and,
     /// if it has more, queues again behind the others.
-    pub(super) fn credit_returned(&mut self, now: SimTime) {
-        self.iommu.credits_free += 1;
-        let Some(source) = self.iommu.credit_waiters.pop_front() else {
+    pub(super) fn credit_returned(&mut self, now: SimTime, unit: u16) {
+        let u = unit as usize;
+        self.iommus[u].credits_free += 1;
+        let Some(source) = self.iommus[u].credit_waiters.pop_front() else {
             return;
         };
         let s = &mut self.sources[source as usize];
         s.backlog -= 1;
         if s.backlog > 0 {
-            self.iommu.credit_waiters.push_back(source);
+            self.iommus[u].credit_waiters.push_back(source);
         } else {
             s.waiting = false;
         }
@@ -89,10 +94,10 @@ impl System {
 
     /// The source writes an MSI now; it reaches the IOMMU after the write's latency.
     fn write_msi(&mut self, now: SimTime, source: u32) {
-        self.iommu.credits_free -= 1;
         let s = &mut self.sources[source as usize];
         s.written += 1;
-        let (message, source_id) = (s.message, s.source_id);
+        let (message, source_id, unit) = (s.message, s.source_id, s.unit);
+        self.iommus[unit as usize].credits_free -= 1;
         let token = MsiToken {
             id: self.ledger.generated,
             raised: now,
@@ -109,6 +114,7 @@ impl System {
             arrive,
             Priority::DEVICE,
             Event::MsiAtIommu(InFlightMsi {
+                unit,
                 token,
                 message,
                 source_id,
