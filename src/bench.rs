@@ -23,10 +23,15 @@ use crate::{Scenario, System};
 pub struct EngineBench {
     /// "irqsim" (the engine's queue) or "binary-heap" (a plain loop).
     pub engine: &'static str,
+    /// Entities, each with one event pending at all times (the queue's size).
     pub pending: u64,
+    /// Events handled in the timed loop.
     pub events: u64,
+    /// Wall-clock time of the timed loop, s.
     pub seconds: f64,
+    /// Events handled per wall-clock second.
     pub events_per_sec: f64,
+    /// Wall-clock ns per event handled.
     pub ns_per_event: f64,
     /// Simulated time reached (identical for both engines: same draws, same order).
     pub final_time_ps: u64,
@@ -90,14 +95,21 @@ pub fn ping_binary_heap(pending: u64, events: u64, seed: u64) -> EngineBench {
 /// One whole-scenario measurement.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScenarioBench {
+    /// The scenario's name.
     pub scenario: String,
+    /// Simulated time run, us.
     pub sim_time_us: f64,
+    /// Wall-clock time of the run (building excluded), s.
     pub wall_seconds: f64,
+    /// Events the engine handled.
     pub events: u64,
+    /// MSIs raised.
     pub msis: u64,
+    /// Events handled per wall-clock second.
     pub events_per_sec: f64,
     /// Simulated MSIs per wall-clock second.
     pub msis_per_sec: f64,
+    /// Events handled per MSI raised.
     pub events_per_msi: f64,
     /// Peak resident memory of the process (VmHWM), bytes; 0 where /proc is missing.
     pub peak_rss_bytes: u64,

@@ -39,6 +39,7 @@ pub mod report;
 pub mod scenarios;
 pub mod sweep;
 pub mod system;
+pub mod topology;
 
 pub use report::Report;
 pub use system::{DeliveryMode, Scenario, ScenarioError, System};

@@ -144,6 +144,7 @@ impl<Req, Resp> Coroutine<Req, Resp> {
         }
     }
 
+    /// Whether the algorithm has returned.
     pub fn is_done(&self) -> bool {
         self.future.is_none()
     }

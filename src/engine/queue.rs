@@ -77,10 +77,12 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
+    /// An empty queue at time zero.
     pub fn new() -> Self {
         Self::with_capacity(0)
     }
 
+    /// An empty queue at time zero with room for `capacity` pending events.
     pub fn with_capacity(capacity: usize) -> Self {
         EventQueue {
             heap: BinaryHeap::with_capacity(capacity),
@@ -100,10 +102,12 @@ impl<E> EventQueue<E> {
         self.popped
     }
 
+    /// Events pending.
     pub fn len(&self) -> usize {
         self.heap.len()
     }
 
+    /// Whether no event is pending.
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }

@@ -15,10 +15,12 @@ pub struct RngStreams {
 }
 
 impl RngStreams {
+    /// Streams of the run with this seed.
     pub fn new(seed: u64) -> Self {
         RngStreams { seed }
     }
 
+    /// The run's seed.
     pub fn seed(&self) -> u64 {
         self.seed
     }

@@ -14,17 +14,18 @@
 //! [`crate::kernel::ioapic_driver`] and wakes a user thread; the thread handles the
 //! event (the swept hold time), then unmasks the pin through a system call. While the
 //! entry is masked the IOAPIC keeps no state for an edge: every assertion in that
-//! window is lost, and reported as [`EdgeLoss::MaskedEdge`].
+//! window is lost, and reported as [`EdgeLoss::LostWhileMasked`].
 //!
 //! Linux note: `disable_irq_nosync` is lazy by default and does not mask an edge pin;
 //! an edge arriving while disabled is marked pending and replayed on `enable_irq`.
 //! This flow masks the redirection entry itself (the irq chip's `irq_mask`, as with
 //! `IRQ_DISABLE_UNLAZY`), which is the case where edges are lost.
 //!
-//! Every assertion ends in exactly one place: `delivered` (the kernel handler ran for
-//! it), `lost` with a typed reason, or `pending` (message in flight, pending in IRR,
-//! or accepted and not yet handled at the end). The report checks
-//! `asserted == delivered + lost + pending`.
+//! Every assertion ends in exactly one place: `delivered` (a kernel handler run served
+//! it; two edges whose messages meet in one IRR bit are served by one run and also
+//! counted in `merged`, as the system report counts merged MSIs), `lost` with a typed
+//! reason, or `pending` (message in flight, pending in IRR, or accepted and not yet
+//! handled at the end). The report checks `asserted == delivered + lost + pending`.
 //!
 //! Timing rules: an IOAPIC access takes effect when its CPU-side cost has elapsed
 //! (a posted write is taken to reach the IOAPIC then); a message reaches the LAPIC
@@ -37,8 +38,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use apic_sim::{
-    AcceptOutcome, DeliveryMode, DestMode, Ioapic, IoapicCosts, LapicCosts, LocalApic,
-    PinOutcome, Polarity, RedirectionEntry, TriggerMode,
+    AcceptOutcome, DeliveryMode, DestMode, Ioapic, IoapicCosts, LapicCosts, LocalApic, PinOutcome,
+    Polarity, RedirectionEntry, TriggerMode,
 };
 use devices::ArrivalProcess;
 use serde::{Deserialize, Serialize};
@@ -138,16 +139,72 @@ impl MaskScenario {
     }
 }
 
+/// A scenario field out of range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid ioapic-mask scenario: {field} = {value}; allowed: {allowed}")]
+pub struct ScenarioError {
+    /// The field, e.g. `hold_ns`.
+    pub field: String,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
+}
+
+impl MaskScenario {
+    /// Checks every field: a clock above 0 MHz, a valid arrival process, a duration
+    /// of 1 µs to 1000 s, and finite non-negative costs and hold time.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let err = |field: &str, value: String, allowed: &str| ScenarioError {
+            field: field.into(),
+            value,
+            allowed: allowed.into(),
+        };
+        if self.costs.cpu.freq_mhz == 0 {
+            return Err(err("costs.cpu.freq_mhz", "0".into(), "a clock above 0 MHz"));
+        }
+        if !(1..=1_000_000_000).contains(&self.duration_us) {
+            return Err(err(
+                "duration_us",
+                self.duration_us.to_string(),
+                "1..=1e9 (1 us to 1000 s)",
+            ));
+        }
+        self.arrival.validate("arrival").map_err(|e| {
+            err(
+                "arrival",
+                e.to_string(),
+                "a fixed interval or Poisson rate above zero",
+            )
+        })?;
+        let c = &self.costs;
+        for (field, v) in [
+            ("hold_ns", self.hold_ns),
+            ("costs.edge_pulse_ns", c.edge_pulse_ns),
+            ("costs.notify_cycles", c.notify_cycles),
+            ("costs.user_wakeup_ns", c.user_wakeup_ns),
+            ("costs.syscall_entry_cycles", c.syscall_entry_cycles),
+            ("costs.syscall_exit_cycles", c.syscall_exit_cycles),
+            ("costs.cpu.irq_entry_cycles", c.cpu.irq_entry_cycles),
+            ("costs.cpu.irq_exit_cycles", c.cpu.irq_exit_cycles),
+            ("costs.cpu.irq_flow_cycles", c.cpu.irq_flow_cycles),
+        ] {
+            if !(v.is_finite() && (0.0..=1e12).contains(&v)) {
+                return Err(err(field, v.to_string(), "a finite number, 0..=1e12"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why an assertion produced no handled interrupt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EdgeLoss {
     /// The entry was masked: the IOAPIC keeps no pending state for an edge.
-    MaskedEdge,
-    /// The line was still high from the previous pulse: no rising edge.
-    PinStillAsserted,
-    /// The message found the vector already pending in IRR: two edges, one interrupt.
-    MergedInIrr,
+    LostWhileMasked,
+    /// The line was still high from the previous pulse: no rising edge, no message.
+    NoEdgeLineHigh,
     /// The LAPIC rejected the message (illegal vector, software-disabled).
     RejectedByLapic,
     /// The entry's delivery mode is reserved: nothing was sent.
@@ -170,8 +227,13 @@ pub struct PendingWhere {
 pub struct LostEdgeReport {
     /// Edges the device raised.
     pub asserted: u64,
-    /// Assertions whose kernel handler ran.
+    /// Assertions a kernel handler run served.
     pub delivered: u64,
+    /// Of `delivered`, those whose message found the vector already pending in IRR
+    /// and shared a handler run with an earlier one.
+    pub merged: u64,
+    /// Kernel handler runs.
+    pub handler_runs: u64,
     /// Assertions lost because the entry was masked.
     pub lost_while_masked: u64,
     /// Every loss by reason (`masked_edge` included).
@@ -213,7 +275,9 @@ enum Event {
     DeviceDeassert,
     MessageArrives,
     /// The CPU's current piece of work is done (stale unless `gen` matches).
-    CpuDone { gen: u64 },
+    CpuDone {
+        gen: u64,
+    },
 }
 
 /// A piece of CPU work.
@@ -264,6 +328,8 @@ struct Flow {
     // ledger
     asserted: u64,
     delivered: u64,
+    merged: u64,
+    handler_runs: u64,
     lost: BTreeMap<EdgeLoss, u64>,
     pending: PendingWhere,
     masks: u64,
@@ -274,14 +340,18 @@ struct Flow {
 }
 
 /// Runs `sc` and returns its balance.
-pub fn simulate(sc: &MaskScenario) -> LostEdgeReport {
-    Flow::new(sc, false).run().0
+pub fn simulate(sc: &MaskScenario) -> Result<LostEdgeReport, ScenarioError> {
+    sc.validate()?;
+    Ok(Flow::new(sc, false).run().0)
 }
 
 /// Runs `sc` and also returns every assertion and mask change with its time.
-pub fn simulate_traced(sc: &MaskScenario) -> (LostEdgeReport, Vec<(SimTime, TraceEvent)>) {
+pub fn simulate_traced(
+    sc: &MaskScenario,
+) -> Result<(LostEdgeReport, Vec<(SimTime, TraceEvent)>), ScenarioError> {
+    sc.validate()?;
     let (r, t) = Flow::new(sc, true).run();
-    (r, t.expect("tracing was on"))
+    Ok((r, t.expect("tracing was on")))
 }
 
 impl Flow {
@@ -319,6 +389,8 @@ impl Flow {
             thread_blocked: true,
             asserted: 0,
             delivered: 0,
+            merged: 0,
+            handler_runs: 0,
             lost: BTreeMap::new(),
             pending: PendingWhere::default(),
             masks: 0,
@@ -358,7 +430,13 @@ impl Flow {
         let report = LostEdgeReport {
             asserted: self.asserted,
             delivered: self.delivered,
-            lost_while_masked: self.lost.get(&EdgeLoss::MaskedEdge).copied().unwrap_or(0),
+            merged: self.merged,
+            handler_runs: self.handler_runs,
+            lost_while_masked: self
+                .lost
+                .get(&EdgeLoss::LostWhileMasked)
+                .copied()
+                .unwrap_or(0),
             lost: self.lost,
             lost_total,
             pending,
@@ -391,8 +469,8 @@ impl Flow {
                             Event::MessageArrives,
                         );
                     }
-                    PinOutcome::LostWhileMasked => self.lose(EdgeLoss::MaskedEdge),
-                    PinOutcome::NoEdge => self.lose(EdgeLoss::PinStillAsserted),
+                    PinOutcome::LostWhileMasked => self.lose(EdgeLoss::LostWhileMasked),
+                    PinOutcome::NoEdge => self.lose(EdgeLoss::NoEdgeLineHigh),
                     PinOutcome::ReservedDeliveryMode => self.lose(EdgeLoss::ReservedDeliveryMode),
                     other => unreachable!("an edge entry never answers {other:?}"),
                 }
@@ -415,7 +493,10 @@ impl Flow {
                 self.pending.in_flight -= 1;
                 match self.lapic.accept(VECTOR, false) {
                     AcceptOutcome::Accepted => self.pending.in_irr += 1,
-                    AcceptOutcome::AlreadyPending => self.lose(EdgeLoss::MergedInIrr),
+                    AcceptOutcome::AlreadyPending => {
+                        self.pending.in_irr += 1;
+                        self.merged += 1;
+                    }
                     AcceptOutcome::Rejected(_) => self.lose(EdgeLoss::RejectedByLapic),
                 }
                 self.maybe_take_interrupt();
@@ -448,8 +529,8 @@ impl Flow {
         }
         let v = self.lapic.acknowledge().expect("deliverable");
         debug_assert_eq!(v, VECTOR);
-        self.pending.in_irr -= 1;
-        self.pending.in_service += 1;
+        // Everything merged in the IRR bit is now in service together.
+        self.pending.in_service += std::mem::take(&mut self.pending.in_irr);
         let c = &self.sc.costs.cpu;
         self.ctx = Context::Irq;
         self.work = VecDeque::from([
@@ -508,8 +589,8 @@ impl Flow {
                     }
                 }
                 Work::Notify => {
-                    self.pending.in_service -= 1;
-                    self.delivered += 1;
+                    self.delivered += std::mem::take(&mut self.pending.in_service);
+                    self.handler_runs += 1;
                     self.events += 1;
                 }
                 Work::ReadEvents => self.seen = self.events,
@@ -543,7 +624,10 @@ impl Flow {
         if let Some(op) = self.pending_op.take() {
             let was = self.io.entry(PIN).expect("pin exists").masked();
             let fx = perform(&mut self.io, op);
-            debug_assert!(fx.delivered.is_empty(), "an edge entry delivers nothing on unmask");
+            debug_assert!(
+                fx.delivered.is_empty(),
+                "an edge entry delivers nothing on unmask"
+            );
             let is = self.io.entry(PIN).expect("pin exists").masked();
             let now = self.queue.now();
             match (was, is) {
@@ -630,12 +714,14 @@ pub struct Row {
     pub hold_us: f64,
     /// Edges raised.
     pub asserted: u64,
-    /// Edges whose handler ran.
+    /// Edges a handler run served (merged ones included).
     pub delivered: u64,
     /// Edges lost because the entry was masked.
     pub lost_while_masked: u64,
-    /// Edges lost for another reason (line still high, merged in IRR).
+    /// Edges lost for another reason (the line still high from the previous pulse).
     pub lost_other: u64,
+    /// Of `delivered`, edges that shared a handler run (merged in IRR).
+    pub merged: u64,
     /// Edges still in flight or pending at the end.
     pub pending: u64,
     /// The balance holds.
@@ -644,6 +730,8 @@ pub struct Row {
     pub lost_frac: f64,
     /// Fraction of time the entry was masked.
     pub masked_frac: f64,
+    /// Every loss by typed reason, as the system report's `msis.dropped`.
+    pub dropped: BTreeMap<EdgeLoss, u64>,
 }
 
 /// Runs the experiment with `seed`.
@@ -656,7 +744,8 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     let mut rows = Vec::new();
     for driver in RteDriver::ALL {
         for &hold in HOLD_US {
-            let r = simulate(&MaskScenario::new(ctx.seed, hold, driver));
+            let r = simulate(&MaskScenario::new(ctx.seed, hold, driver))
+                .expect("the experiment's scenarios are valid");
             rows.push(Row {
                 driver: driver.as_str(),
                 hold_us: hold,
@@ -664,10 +753,12 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
                 delivered: r.delivered,
                 lost_while_masked: r.lost_while_masked,
                 lost_other: r.lost_total - r.lost_while_masked,
+                merged: r.merged,
                 pending: r.pending,
                 balanced: r.balanced,
                 lost_frac: r.lost_while_masked as f64 / r.asserted.max(1) as f64,
                 masked_frac: r.masked_frac,
+                dropped: r.lost,
             });
         }
     }
@@ -712,11 +803,18 @@ mod tests {
             let r = simulate(&MaskScenario {
                 duration_us: 20_000,
                 ..MaskScenario::new(3, hold, RteDriver::Shadowed)
-            });
+            })
+            .unwrap();
             assert!(r.balanced, "{r:?}");
             assert!(r.lost_while_masked >= last, "hold {hold}: {r:?}");
-            assert!(r.lost_while_masked > 0, "the pin is masked for microseconds");
-            assert!(r.masks >= r.delivered && r.masks <= r.delivered + 1, "{r:?}");
+            assert!(
+                r.lost_while_masked > 0,
+                "the pin is masked for microseconds"
+            );
+            assert!(
+                r.masks >= r.handler_runs && r.masks <= r.handler_runs + 1,
+                "{r:?}"
+            );
             last = r.lost_while_masked;
         }
     }
@@ -728,6 +826,16 @@ mod tests {
             ..MaskScenario::new(9, 5.0, RteDriver::ReadModifyWrite)
         };
         assert_eq!(simulate(&sc), simulate(&sc));
+        let bad = MaskScenario {
+            hold_ns: -1.0,
+            ..sc.clone()
+        };
+        assert_eq!(simulate(&bad).unwrap_err().field, "hold_ns");
+        let bad = MaskScenario {
+            arrival: ArrivalProcess::Poisson { rate_per_s: 0.0 },
+            ..sc
+        };
+        assert_eq!(simulate(&bad).unwrap_err().field, "arrival");
     }
 
     proptest! {
@@ -746,7 +854,7 @@ mod tests {
             sc.hold_ns = hold_ns;
             sc.arrival = ArrivalProcess::Poisson { rate_per_s: rate };
             sc.costs.edge_pulse_ns = pulse;
-            let (r, trace) = simulate_traced(&sc);
+            let (r, trace) = simulate_traced(&sc).unwrap();
             prop_assert!(r.balanced, "{:?}", r);
             prop_assert_eq!(r.asserted, r.delivered + r.lost_total + r.pending);
             prop_assert_eq!(r.lost_while_masked, reference_masked_losses(&trace));

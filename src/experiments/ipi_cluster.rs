@@ -91,7 +91,9 @@ pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> R
     clusters.sort_unstable();
     clusters.dedup();
     let mut sim = IpiSim::new(topo, config.costs.clone()).expect("experiment costs are valid");
-    let out = sim.call_function_many(config.sender, &CpuMask::from_cpus(n, targets), mode);
+    let out = sim
+        .call_function_many(config.sender, &CpuMask::from_cpus(n, targets), mode)
+        .expect("the experiment's sender and mask fit its machine");
     Row {
         mode: out.mode,
         targets: out.targets,
@@ -177,5 +179,20 @@ mod tests {
             [1, 4, 16, 20, 40].map(|n| icr("cluster", n)),
             [1, 1, 2, 3, 3]
         );
+    }
+
+    #[test]
+    fn output_is_deterministic_json() {
+        let (a, b) = (run(1), run(1));
+        assert_eq!(a.to_json(), b.to_json());
+        for k in [
+            "mode",
+            "targets",
+            "icr_writes",
+            "sender_cycles",
+            "sender_send_cycles",
+        ] {
+            assert!(a.rows.iter().all(|r| r.get(k).is_some()), "{k}");
+        }
     }
 }

@@ -4,10 +4,13 @@
 //! Every experiment takes a seed; rows come from the model, never from hardware.
 
 pub mod coalesce_loops;
+pub mod ioapic_mask;
+pub mod ipi_cluster;
 pub mod nic_napi;
 pub mod nvme_posted;
 pub mod pir_variants;
 pub mod posted_vs_remapped;
+pub mod rte_cache;
 pub mod smmu_cmdsync;
 pub mod vmd;
 
@@ -21,15 +24,20 @@ use crate::{Report, Scenario, System};
 /// One experiment's output.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExperimentOutput {
+    /// Name of the experiment, as in [`ALL`].
     pub experiment: String,
+    /// Seed every point ran with.
     pub seed: u64,
+    /// One JSON object per point, keys in the row struct's field order.
     pub rows: Vec<serde_json::Value>,
     /// Human-readable remarks (e.g. that a variant is broken on purpose).
     pub notes: Vec<String>,
+    /// Always [`MODEL_NOTE`].
     pub note: &'static str,
 }
 
 impl ExperimentOutput {
+    /// An output of `rows`, serialized, with no notes.
     pub fn new<R: Serialize>(experiment: &str, seed: u64, rows: &[R]) -> Self {
         ExperimentOutput {
             experiment: experiment.into(),
@@ -89,11 +97,14 @@ fn format_cell(v: &serde_json::Value) -> String {
 
 /// How an experiment is run: its seed, and optionally a trace every point writes to.
 pub struct ExperimentCtx {
+    /// Seed of every point's scenario.
     pub seed: u64,
+    /// Chrome trace every point writes to, when asked for (`--trace`).
     pub trace: Option<ChromeTrace>,
 }
 
 impl ExperimentCtx {
+    /// A context with `seed` and no trace.
     pub fn new(seed: u64) -> Self {
         ExperimentCtx { seed, trace: None }
     }
@@ -120,8 +131,11 @@ impl ExperimentCtx {
 
 /// A runnable experiment.
 pub struct ExperimentInfo {
+    /// Name the CLI takes (`irqsim experiment NAME`).
     pub name: &'static str,
+    /// One line saying what it measures, for `irqsim list`.
     pub summary: &'static str,
+    /// Runs every point in the given context.
     pub run: fn(&ExperimentCtx) -> ExperimentOutput,
 }
 
@@ -161,6 +175,21 @@ pub const ALL: &[ExperimentInfo] = &[
         name: "smmu-cmdsync",
         summary: "Arm SMMUv3 CMD_SYNC latency and TX unmap rate from 1 and 16 CPUs, MSI polling on and off",
         run: smmu_cmdsync::run_with,
+    },
+    ExperimentInfo {
+        name: "ipi-cluster",
+        summary: "TLB-shootdown-like cross call from socket 0 to socket 1 (2x20x2), x2APIC physical vs cluster mode: ICR writes and sender cycles",
+        run: ipi_cluster::run_with,
+    },
+    ExperimentInfo {
+        name: "rte-cache",
+        summary: "IOAPIC mask_irq/unmask_irq cycles, read-modify-write of the RTE low word vs a shadowed low word",
+        run: rte_cache::run_with,
+    },
+    ExperimentInfo {
+        name: "ioapic-mask",
+        summary: "edge interrupts lost while a user-space-driver-like flow masks the IOAPIC pin: asserted = delivered + lost + pending",
+        run: ioapic_mask::run_with,
     },
 ];
 

@@ -15,14 +15,22 @@ pub const RATES_MPPS: &[f64] = &[0.05, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0];
 pub const ITR_US: &[u32] = &[0, 10, 50];
 const DURATION_US: f64 = 2000.0;
 
+/// One point: an ITR setting at an offered packet rate.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
+    /// Minimum interval between two interrupts of the queue, us (0 = throttling off).
     pub itr_us: u32,
+    /// Offered RX rate, millions of packets per second.
     pub rate_mpps: f64,
+    /// MSIs the queue raised per arrived packet.
     pub interrupts_per_packet: f64,
+    /// Packets dropped because the RX ring was full.
     pub packets_dropped: u64,
+    /// 99th-percentile packet latency (arrival to the end of its poll), us.
     pub p99_latency_us: f64,
+    /// Median packet latency (arrival to the end of its poll), us.
     pub p50_latency_us: f64,
+    /// Fraction of simulated time the CPU was busy (0 to 1).
     pub cpu_busy_frac: f64,
 }
 

@@ -9,21 +9,32 @@ use super::{ExperimentCtx, ExperimentOutput};
 use crate::system::io::{JobConfig, NvmeDriveConfig};
 use crate::{DeliveryMode, Scenario};
 
+/// NVMe drives, each with one I/O queue per CPU.
 pub const DRIVES: u32 = 4;
+/// CPUs the jobs are spread over, round robin.
 pub const CPUS: u32 = 8;
+/// Job counts, one point each per mode.
 pub const JOBS: &[u32] = &[4, 8, 16, 32];
+/// Reads each job keeps in flight.
 pub const IODEPTH: u32 = 32;
 const DURATION_US: f64 = 1000.0;
 
+/// One point: a delivery mode with a number of jobs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
+    /// `posted` or `remapped`.
     pub mode: String,
+    /// fio-like jobs running.
     pub jobs: u32,
+    /// Completions reaped per simulated second, all drives together.
     pub iops: f64,
     /// Posted: notification interrupts per I/O; remapped: interrupts per I/O.
     pub notifications_per_io: f64,
+    /// Mean over the CPUs of the fraction of simulated time each was busy.
     pub cpu_busy_frac: f64,
+    /// 99th-percentile I/O latency (submission to reaping), us, all drives.
     pub p99_latency_us: f64,
+    /// Median I/O latency (submission to reaping), us, all drives.
     pub p50_latency_us: f64,
 }
 

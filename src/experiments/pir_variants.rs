@@ -29,9 +29,12 @@ pub const CASES: &[&[u32]] = &[&[0x21], &[0x21, 0x61, 0xa1, 0xe1]];
 pub const TOTAL_INFLIGHT: &[u32] = &[4, 64];
 const DURATION_US: f64 = 2000.0;
 
+/// One point: a variant with a set of vectors and descriptors in flight.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
+    /// Handler variant name, or `remapped` for the non-posted baseline.
     pub variant: String,
+    /// Queues (one vector each) feeding the CPU.
     pub vectors: u32,
     /// Descriptors in flight over all queues.
     pub inflight: u32,
@@ -39,15 +42,20 @@ pub struct Row {
     pub irq_rate_mps: f64,
     /// Notification (or, for the baseline, interrupt) entries per handler invocation.
     pub notifications_per_irq: f64,
+    /// Accesses to the CPU's own descriptor line that missed L1, per interrupt entry.
     pub cpu_l1d_misses_per_notification: f64,
+    /// Locked exchanges of PIR words per interrupt entry.
     pub xchg_per_notification: f64,
+    /// Plain loads of PIR words per interrupt entry.
     pub loads_per_notification: f64,
     /// Completed descriptors per second.
     pub descriptors_mps: f64,
+    /// Fraction of simulated time the CPU was busy (0 to 1).
     pub cpu_busy_frac: f64,
     /// MSIs in PIR when the run ended (in flight for a correct variant; a broken one
     /// can also leave stranded ones here).
     pub pending_in_pir_at_end: u64,
+    /// The variant is broken on purpose: it can strand posted interrupts.
     pub broken: bool,
 }
 

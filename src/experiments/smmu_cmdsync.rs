@@ -19,16 +19,23 @@ pub const TX_PACKET_BYTES: f64 = 1500.0;
 /// The NIC's line rate, Gbit/s: a 100 GbE port. Assumption of the scenario.
 pub const NIC_LINE_GBPS: f64 = 100.0;
 
+/// One point: a CMD_SYNC completion method, a workload and a CPU count.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
+    /// Whether the SMMU completes CMD_SYNC by MSI write (Linux "MSI polling").
     pub msipoll: bool,
     /// How CMD_SYNC completion was awaited: "msi", "cons-wfe" or "cons-spin".
     pub poll_mode: String,
     /// "empty" (CMD_SYNC alone) or "unmap" (TLBI + CMD_SYNC per buffer).
     pub workload: String,
+    /// CPUs issuing at the same time.
     pub cpus: u32,
+    /// Median time of one call, from its first command-queue operation to its
+    /// CMD_SYNC seen complete, ns.
     pub cmd_sync_ns_p50: f64,
+    /// 99th percentile of the same call time, ns.
     pub cmd_sync_ns_p99: f64,
+    /// Calls completed per simulated second in the measurement window, all CPUs.
     pub unmaps_per_sec: f64,
     /// For the unmap rows: TX throughput if each unmap frees one packet's buffer.
     pub tx_gbps: f64,

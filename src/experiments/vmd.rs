@@ -11,22 +11,32 @@ use super::{ExperimentCtx, ExperimentOutput};
 use crate::system::io::{JobConfig, NvmeDriveConfig, VmdDomainConfig};
 use crate::{DeliveryMode, Scenario};
 
+/// Drive counts of the grid.
 pub const DRIVES: &[u32] = &[1, 2, 4, 8, 12];
+/// CPU counts of the grid; each drive has one I/O queue per CPU.
 pub const CPUS: &[u32] = &[1, 2, 6, 12];
+/// VMD modes compared.
 pub const MODES: &[&str] = &["remap", "bypass"];
 /// Commands each job keeps in flight.
 pub const IODEPTH: u32 = 8;
 const DURATION_US: f64 = 1000.0;
 
+/// One point: a number of drives and CPUs in one VMD mode.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
+    /// NVMe drives behind the domain.
     pub drives: u32,
+    /// CPUs, each running one job per drive.
     pub cpus: u32,
+    /// `remap` or `bypass`.
     pub mode: String,
+    /// Completions reaped per simulated second, all drives together.
     pub iops: f64,
+    /// Mean over the CPUs of the fraction of simulated time each was busy.
     pub cpu_busy_frac: f64,
     /// Interrupts the CPUs took per I/O completed.
     pub interrupts_per_io: f64,
+    /// 99th-percentile I/O latency (submission to reaping), us, all drives.
     pub p99_latency_us: f64,
     /// Child handler calls `vmd_irq` made that found nothing (remap mode).
     pub empty_child_calls_per_io: f64,

@@ -502,6 +502,14 @@ pub struct IpiCosts {
     /// core cycles. Default 500. Assumption: a handful of INVLPGs plus the function's
     /// bookkeeping; no public bare-metal figure.
     pub func_cycles: u32,
+    /// How many `csd_lock_wait` polls of CSDs that are already unlocked the sender's
+    /// core overlaps (memory-level parallelism: an out-of-order core can run past the
+    /// loop exit into the next CPU's poll). Each such poll is charged a line transfer
+    /// divided by this; the poll of a CSD still locked, which waits for the target's
+    /// store, is never overlapped. Default 1 (every poll a full cross-core line
+    /// transfer, the pessimistic end). Assumption: no public figure for this loop;
+    /// 0 is taken as 1.
+    pub ack_poll_overlap: u32,
 }
 
 impl Default for IpiCosts {
@@ -510,6 +518,7 @@ impl Default for IpiCosts {
             fence_cycles: 40,
             csd_setup_cycles: 30,
             func_cycles: 500,
+            ack_poll_overlap: 1,
         }
     }
 }
@@ -520,12 +529,7 @@ mod tests {
     use crate::engine::{Coroutine, Step};
     use crate::topology::TopologySpec;
 
-    fn run_sender(
-        maps: Rc<ApicMaps>,
-        mode: IpiMode,
-        this_cpu: CpuId,
-        mask: CpuMask,
-    ) -> Vec<IpiOp> {
+    fn run_sender(maps: Rc<ApicMaps>, mode: IpiMode, this_cpu: CpuId, mask: CpuMask) -> Vec<IpiOp> {
         let mut co: Coroutine<IpiOp, u64> = Coroutine::new(move |port| {
             smp_call_function_many(IpiPort::new(port), maps, mode, this_cpu, mask)
         });
@@ -573,8 +577,9 @@ mod tests {
         // Clusters 4 and 5 are full (16 threads each), cluster 6 holds 8.
         let dests: Vec<u32> = c.iter().map(|i| i.destination()).collect();
         assert_eq!(dests, [0x0004_ffff, 0x0005_ffff, 0x0006_00ff]);
-        assert!(c.iter().all(|i| i.dest_mode() == DestMode::Logical
-            && i.vector() == CALL_FUNCTION_VECTOR));
+        assert!(c
+            .iter()
+            .all(|i| i.dest_mode() == DestMode::Logical && i.vector() == CALL_FUNCTION_VECTOR));
         // Order: 40 CSD enqueues, one fence, the writes, 40 waits.
         assert!(clus[..40].iter().all(|o| matches!(o, IpiOp::QueueCsd(_))));
         assert_eq!(clus[40], IpiOp::WrmsrFence);

@@ -13,3 +13,5 @@ pub use posted_msi::{
     CopyThenXchg, HandlerFuture, LoopBound, PirHandler, DEFAULT_MAX_LOOPS,
     POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES,
 };
+pub mod ioapic_driver;
+pub mod ipi;

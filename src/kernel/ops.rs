@@ -15,9 +15,17 @@ pub type PirWord = usize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CpuOp {
     /// Plain 64-bit load of PIR word `word` of this CPU's descriptor.
-    LoadPir { word: PirWord },
+    LoadPir {
+        /// Which of the four PIR words.
+        word: PirWord,
+    },
     /// Locked exchange of PIR word `word` with `value`; yields the old contents.
-    XchgPir { word: PirWord, value: u64 },
+    XchgPir {
+        /// Which of the four PIR words.
+        word: PirWord,
+        /// The value written (0 to harvest the word).
+        value: u64,
+    },
     /// Locked clear of the descriptor's ON bit (`pi_clear_on`).
     ClearOn,
     /// Locked test-and-clear of ON (`pi_test_and_clear_on`, KVM's order); yields the

@@ -144,6 +144,7 @@ where
 /// `copy-then-xchg`: the handler as merged in Linux v6.10.
 #[derive(Clone, Copy, Debug)]
 pub struct CopyThenXchg {
+    /// How many harvest rounds before clearing ON (Linux MAX_LOOPS).
     pub loops: LoopBound,
 }
 

@@ -90,19 +90,49 @@ pub enum SmmuCpuOp {
     /// `READ_ONCE` of a word; yields its value.
     Load(HostWord),
     /// A plain or release store of a whole word.
-    Store { word: HostWord, value: u64 },
+    Store {
+        /// The word accessed.
+        word: HostWord,
+        /// The value stored.
+        value: u64,
+    },
     /// `WRITE_ONCE(cmdq->q.llq.cons, cons)`: a 32-bit store to the high half of llq.
     StoreLlqCons(u32),
     /// `cmpxchg`: yields the previous value; stores `new` if it equalled `old`.
-    Cas { word: HostWord, old: u64, new: u64 },
+    Cas {
+        /// The word accessed.
+        word: HostWord,
+        /// The value expected.
+        old: u64,
+        /// The value stored if the word held `old`.
+        new: u64,
+    },
     /// `atomic_fetch_add` on a 32-bit word (the lock); yields the previous value.
-    FetchAdd { word: HostWord, delta: i32 },
+    FetchAdd {
+        /// The word accessed.
+        word: HostWord,
+        /// Added, wrapping, to the 32-bit value.
+        delta: i32,
+    },
     /// `atomic_long_xor`; yields the previous value.
-    FetchXor { word: HostWord, mask: u64 },
+    FetchXor {
+        /// The word accessed.
+        word: HostWord,
+        /// Bits flipped.
+        mask: u64,
+    },
     /// `atomic_fetch_andnot` on the prod half of llq; yields the previous llq.
-    FetchAndNotProd { mask: u32 },
+    FetchAndNotProd {
+        /// Bits cleared in prod (the OWNED flag).
+        mask: u32,
+    },
     /// Store of one 16-byte command into queue slot `index` (index and wrap).
-    WriteEntry { index: u32, cmd: [u64; 2] },
+    WriteEntry {
+        /// Raw queue pointer of the slot (index and wrap bit).
+        index: u32,
+        /// The command's two 64-bit words.
+        cmd: [u64; 2],
+    },
     /// `writel_relaxed(prod, SMMU_CMDQ_PROD)`: a posted MMIO write.
     WriteProd(u32),
     /// `readl(SMMU_CMDQ_CONS)`: an MMIO read; yields the register.
@@ -110,7 +140,12 @@ pub enum SmmuCpuOp {
     /// arm64 `__cmpwait_relaxed(word, seen)`: clear the event register, load-exclusive
     /// the word, and if it still equals `seen`, WFE until the line is written by another
     /// agent, an event (SEV) arrives, or the event stream ticks. Yields nothing.
-    WaitForChange { word: HostWord, seen: u64 },
+    WaitForChange {
+        /// The word waited on.
+        word: HostWord,
+        /// The value last loaded; the wait ends at once if the word differs.
+        seen: u64,
+    },
     /// `wfe()`: returns at once if the event register is set, else sleeps until SEV or
     /// the event stream.
     Wfe,
@@ -121,7 +156,14 @@ pub enum SmmuCpuOp {
     /// `ktime_get()` in nanoseconds.
     ReadClockNs,
     /// io-pgtable clearing the PTEs of `pages` pages from `iova` in ASID `asid`'s table.
-    ClearPtes { asid: u16, iova: u64, pages: u32 },
+    ClearPtes {
+        /// Address space of the mapping.
+        asid: u16,
+        /// First I/O virtual address unmapped.
+        iova: u64,
+        /// Number of 4 KiB pages.
+        pages: u32,
+    },
 }
 
 /// The algorithm's handle on the CPU it runs on.
@@ -131,33 +173,42 @@ pub struct SmmuCpuPort {
 }
 
 impl SmmuCpuPort {
+    /// Wraps the port the driver gave the algorithm.
     pub fn new(port: Port<SmmuCpuOp, u64>) -> Self {
         SmmuCpuPort { port }
     }
     fn op(&self, op: SmmuCpuOp) -> Call<SmmuCpuOp, u64> {
         self.port.call(op)
     }
+    /// [`SmmuCpuOp::Load`]: yields the word's value.
     pub async fn load(&self, word: HostWord) -> u64 {
         self.op(SmmuCpuOp::Load(word)).await
     }
+    /// [`SmmuCpuOp::Store`].
     pub async fn store(&self, word: HostWord, value: u64) {
         self.op(SmmuCpuOp::Store { word, value }).await;
     }
+    /// [`SmmuCpuOp::StoreLlqCons`].
     pub async fn store_llq_cons(&self, cons: u32) {
         self.op(SmmuCpuOp::StoreLlqCons(cons)).await;
     }
+    /// [`SmmuCpuOp::Cas`]: yields the previous value.
     pub async fn cas(&self, word: HostWord, old: u64, new: u64) -> u64 {
         self.op(SmmuCpuOp::Cas { word, old, new }).await
     }
+    /// [`SmmuCpuOp::FetchAdd`]: yields the previous 32-bit value.
     pub async fn fetch_add(&self, word: HostWord, delta: i32) -> u32 {
         self.op(SmmuCpuOp::FetchAdd { word, delta }).await as u32
     }
+    /// [`SmmuCpuOp::FetchXor`]: yields the previous value.
     pub async fn fetch_xor(&self, word: HostWord, mask: u64) -> u64 {
         self.op(SmmuCpuOp::FetchXor { word, mask }).await
     }
+    /// [`SmmuCpuOp::FetchAndNotProd`]: yields the previous llq.
     pub async fn fetch_andnot_prod(&self, mask: u32) -> u64 {
         self.op(SmmuCpuOp::FetchAndNotProd { mask }).await
     }
+    /// [`SmmuCpuOp::WriteEntry`] of `cmd` into the slot of `index`.
     pub async fn write_entry(&self, index: QueuePtr, cmd: [u64; 2]) {
         self.op(SmmuCpuOp::WriteEntry {
             index: index.0,
@@ -165,27 +216,35 @@ impl SmmuCpuPort {
         })
         .await;
     }
+    /// [`SmmuCpuOp::WriteProd`].
     pub async fn write_prod(&self, prod: u32) {
         self.op(SmmuCpuOp::WriteProd(prod)).await;
     }
+    /// [`SmmuCpuOp::ReadCons`]: yields SMMU_CMDQ_CONS.
     pub async fn read_cons(&self) -> u32 {
         self.op(SmmuCpuOp::ReadCons).await as u32
     }
+    /// [`SmmuCpuOp::WaitForChange`].
     pub async fn wait_for_change(&self, word: HostWord, seen: u64) {
         self.op(SmmuCpuOp::WaitForChange { word, seen }).await;
     }
+    /// [`SmmuCpuOp::Wfe`].
     pub async fn wfe(&self) {
         self.op(SmmuCpuOp::Wfe).await;
     }
+    /// [`SmmuCpuOp::CpuRelax`].
     pub async fn cpu_relax(&self) {
         self.op(SmmuCpuOp::CpuRelax).await;
     }
+    /// [`SmmuCpuOp::Udelay`]: busy-waits `us` microseconds.
     pub async fn udelay(&self, us: u32) {
         self.op(SmmuCpuOp::Udelay(us)).await;
     }
+    /// [`SmmuCpuOp::ReadClockNs`]: yields the time in ns.
     pub async fn read_clock_ns(&self) -> u64 {
         self.op(SmmuCpuOp::ReadClockNs).await
     }
+    /// [`SmmuCpuOp::ClearPtes`].
     pub async fn clear_ptes(&self, asid: u16, iova: u64, pages: u32) {
         self.op(SmmuCpuOp::ClearPtes { asid, iova, pages }).await;
     }
@@ -203,17 +262,20 @@ impl SmmuCpuPort {
     }
 }
 
-/// The 64-bit `llq` word: prod in bits [31:0], cons in bits [63:32].
+/// The 64-bit `llq` word: prod in bits \[31:0\], cons in bits \[63:32\].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Llq(pub u64);
 
 impl Llq {
+    /// The word holding `prod` and `cons`.
     pub fn new(prod: u32, cons: u32) -> Llq {
         Llq(prod as u64 | (cons as u64) << 32)
     }
+    /// Prod (low 32 bits, OWNED flag included).
     pub fn prod(self) -> u32 {
         self.0 as u32
     }
+    /// Cons (high 32 bits).
     pub fn cons(self) -> u32 {
         (self.0 >> 32) as u32
     }
@@ -222,6 +284,7 @@ impl Llq {
 /// What the driver knows about its command queue (fixed at probe).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdqDriver {
+    /// Size of the ring (log2 entries), which sets the index and wrap bits.
     pub geometry: QueueGeometry,
     /// Physical base of the ring (for the CMD_SYNC's MSI address).
     pub base: u64,

@@ -26,6 +26,7 @@ async fn pir_pending(cpu: &CpuPort) -> bool {
 /// re-read shows PIR pending, harvest once more.
 #[derive(Clone, Copy, Debug)]
 pub struct Rfc {
+    /// How many harvest rounds before clearing ON.
     pub loops: LoopBound,
 }
 
@@ -70,6 +71,7 @@ impl PirHandler for Rfc {
 /// and locked exchanges alternate; dispatch after all four words.
 #[derive(Clone, Copy, Debug)]
 pub struct Interleaved {
+    /// How many harvest rounds before clearing ON.
     pub loops: LoopBound,
 }
 
@@ -102,6 +104,7 @@ impl PirHandler for Interleaved {
 /// at once; no copy of the whole PIR.
 #[derive(Clone, Copy, Debug)]
 pub struct PerWordDispatch {
+    /// How many harvest rounds before clearing ON.
     pub loops: LoopBound,
 }
 
@@ -136,6 +139,7 @@ impl PirHandler for PerWordDispatch {
 /// later post notifies.
 #[derive(Clone, Copy, Debug)]
 pub struct NoFinalRecheck {
+    /// How many harvest rounds before clearing ON.
     pub loops: LoopBound,
 }
 
@@ -166,6 +170,7 @@ impl PirHandler for NoFinalRecheck {
 /// copy of word 0 and never cleared, and word 0 is emptied without being dispatched.
 #[derive(Clone, Copy, Debug)]
 pub struct XchgWord0 {
+    /// How many harvest rounds before clearing ON.
     pub loops: LoopBound,
 }
 

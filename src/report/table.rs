@@ -4,13 +4,14 @@ use std::fmt::Write;
 
 use super::{Report, MODEL_NOTE};
 
-/// A simple left-aligned text table with a header row.
+/// A simple right-aligned text table with a header row.
 pub struct Table {
     headers: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
+    /// A table with these column headers and no rows.
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
         Table {
             headers: headers.into_iter().map(Into::into).collect(),
@@ -18,10 +19,13 @@ impl Table {
         }
     }
 
+    /// Appends a row of cells, one per column.
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
         self.rows.push(cells.into_iter().map(Into::into).collect());
     }
 
+    /// The table as text: cells right-aligned to their column's widest, a rule under the
+    /// headers.
     pub fn render(&self) -> String {
         let cols = self.headers.len();
         let mut width = vec![0usize; cols];

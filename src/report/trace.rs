@@ -26,11 +26,14 @@ use crate::system::{CpuActivity, IommuWork, Observer, SimEvent};
 /// Which part of a run to keep, in simulated time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TraceWindow {
+    /// Start: spans that end before it are left out.
     pub from: SimTime,
+    /// End: spans that start after it are left out.
     pub to: SimTime,
 }
 
 impl TraceWindow {
+    /// The whole run.
     pub const ALL: TraceWindow = TraceWindow {
         from: SimTime::ZERO,
         to: SimTime::MAX,
@@ -88,6 +91,8 @@ pub struct ChromeTrace {
 }
 
 impl ChromeTrace {
+    /// Creates (truncates) the file at `path` and writes the JSON header; only events
+    /// overlapping `window` are written.
     pub fn create(path: &Path, window: TraceWindow) -> std::io::Result<ChromeTrace> {
         let mut out = BufWriter::new(File::create(path)?);
         out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;

@@ -16,18 +16,24 @@ use super::scenario::ScenarioError;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Costs {
+    /// Core clock, and interrupt entry, exit and generic IRQ flow costs in cycles.
     pub cpu: CpuCosts,
     /// x2APIC register access costs (EOI and ICR writes, IPI flight).
     pub apic: LapicCosts,
+    /// Device-side latencies: an MSI write reaching the IOMMU, a doorbell write.
     pub device: DeviceCosts,
     /// Host side of NVMe I/O: submission and per-entry reaping, cycles.
     pub nvme_host: devices::NvmeHostCosts,
+    /// Accesses to the posted-interrupt descriptor line, by MESI case.
     pub pid_line: LineCosts,
+    /// IOMMU remapping: IRTE lookup (entry cache hit or miss) and checks.
     pub remap: RemapCosts,
+    /// The interrupt-message path from the IOMMU to a local APIC.
     pub fabric: FabricCosts,
 }
 
 impl Costs {
+    /// Checks every table; the error names the first bad field.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         // One rule for every number in every table, whatever crate owns it: a cost
         // beyond MAX_COST would push timestamps toward the end of u64 picoseconds.

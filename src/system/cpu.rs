@@ -13,6 +13,7 @@ use crate::kernel::CpuOp;
 /// a new interrupt only from `Idle`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuState {
+    /// Nothing to do: the only state in which it takes an interrupt or starts deferred work.
     Idle,
     /// IDT vectoring and `irq_enter` for this vector are in progress.
     Entering(Vector),
@@ -31,35 +32,62 @@ pub enum CpuState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Deferred {
     /// The fio-like job `job` submits one I/O.
-    NvmeSubmit { job: u32 },
+    NvmeSubmit {
+        /// Index of the job in the scenario's `jobs`.
+        job: u32,
+    },
     /// A NAPI poll of NIC `nic` queue `queue`.
-    NapiPoll { nic: u16, queue: u16 },
+    NapiPoll {
+        /// Index of the NIC in the scenario's `nics`.
+        nic: u16,
+        /// Queue number within the NIC.
+        queue: u16,
+    },
 }
 
 /// Which handler is registered on a vector of a CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum HandlerRef {
     #[default]
+    /// No handler: a call on this vector is spurious.
     None,
     /// A DSA work queue (scenario `devices[i]`).
     Dsa(u32),
     /// An NVMe drive's I/O queue (`nvme_irq`).
-    NvmeQueue { drive: u16, queue: u16 },
+    NvmeQueue {
+        /// Index of the drive in the scenario's `nvme`.
+        drive: u16,
+        /// I/O queue number within the drive (0 is the first I/O queue).
+        queue: u16,
+    },
     /// A VMD domain's vector (`vmd_irq`): runs every child handler on it.
-    Vmd { domain: u16, vector: u16 },
+    Vmd {
+        /// Index of the domain in the scenario's `vmd`.
+        domain: u16,
+        /// Index of the VMD's own MSI-X vector (not an x86 vector number).
+        vector: u16,
+    },
     /// A NIC queue's interrupt (schedules NAPI).
-    NicQueue { nic: u16, queue: u16 },
+    NicQueue {
+        /// Index of the NIC in the scenario's `nics`.
+        nic: u16,
+        /// Queue number within the NIC.
+        queue: u16,
+    },
 }
 
 /// Where a CPU's busy time went, by category.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CpuTime {
+    /// IDT vectoring and `irq_enter`, once per interrupt taken.
     pub irq_entry: Duration,
+    /// `irq_exit` and IRET, once per interrupt taken.
     pub irq_exit: Duration,
     /// Device handler bodies plus the generic IRQ flow around each.
     pub handlers: Duration,
     /// Loads and locked operations on the posted-interrupt descriptor.
     pub pid_access: Duration,
+    /// EOI writes to the x2APIC.
     pub eoi: Duration,
     /// NAPI polls (softirq).
     pub softirq: Duration,
@@ -68,6 +96,7 @@ pub struct CpuTime {
 }
 
 impl CpuTime {
+    /// Total time charged, all categories together.
     pub fn busy(&self) -> Duration {
         self.irq_entry
             + self.irq_exit
@@ -82,13 +111,18 @@ impl CpuTime {
 /// Operations a CPU's kernel algorithms performed on its descriptor and APIC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CpuOpCounts {
+    /// Plain loads of PIR words.
     pub pir_loads: u64,
+    /// Locked exchanges of PIR words.
     pub pir_xchgs: u64,
+    /// Locked clears and test-and-clears of ON.
     pub on_clears: u64,
+    /// EOI writes.
     pub eois: u64,
 }
 
 impl CpuOpCounts {
+    /// Counts `op` in its category (`HandleVector` counts nowhere).
     pub fn count(&mut self, op: CpuOp) {
         match op {
             CpuOp::LoadPir { .. } => self.pir_loads += 1,
@@ -100,17 +134,27 @@ impl CpuOpCounts {
     }
 }
 
+/// One simulated CPU: its interrupt hardware, its state and its counters.
 pub struct Cpu {
+    /// This CPU's local x2APIC.
     pub apic: LocalApic,
+    /// This CPU's posted-interrupt descriptor and the MESI state of its line.
     pub pid: PidLine,
+    /// This CPU's identity among the agents sharing descriptor lines.
     pub agent: Agent,
+    /// What the CPU is doing now.
     pub state: CpuState,
+    /// The kernel algorithm in progress, from interrupt entry until it returns.
     pub coroutine: Option<Coroutine<CpuOp, u64>>,
     /// The operation whose completion the CPU is waiting for.
     pub op_in_flight: Option<CpuOp>,
+    /// Busy time by category.
     pub time: CpuTime,
+    /// Interrupts acknowledged from the local APIC.
     pub interrupts_taken: u64,
+    /// Device handler calls (`handle_vector`), spurious ones included.
     pub handler_calls: u64,
+    /// Descriptor and APIC operations performed by its algorithms.
     pub ops: CpuOpCounts,
     /// Which handler is registered on each vector of this CPU.
     handler_of_vector: [HandlerRef; 256],
@@ -121,6 +165,7 @@ pub struct Cpu {
 }
 
 impl Cpu {
+    /// An idle CPU with no handlers registered and zeroed counters.
     pub fn new(apic: LocalApic, pid: PidLine, agent: Agent) -> Self {
         Cpu {
             apic,
@@ -139,10 +184,12 @@ impl Cpu {
         }
     }
 
+    /// Registers `handler` on `vector`, replacing any previous one.
     pub fn register_handler(&mut self, vector: Vector, handler: HandlerRef) {
         self.handler_of_vector[vector.0 as usize] = handler;
     }
 
+    /// The handler registered on `vector` ([`HandlerRef::None`] if none).
     pub fn handler_of(&self, vector: Vector) -> HandlerRef {
         self.handler_of_vector[vector.0 as usize]
     }

@@ -34,12 +34,15 @@ pub(super) struct Device {
 /// Per-device figures in the report.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct DeviceReport {
+    /// The device's name (default `device<i>`).
     pub name: String,
     /// "dsa-open" or "dsa-closed-loop".
     pub kind: &'static str,
     /// Completions that asked for an MSI (written, or still held back: `msi_backlog`).
     pub msis_raised: u64,
+    /// Descriptors the device completed.
     pub descriptors_completed: u64,
+    /// Descriptors the host job submitted (closed loop only; 0 in open loop).
     pub descriptors_submitted: u64,
     /// Shared-WQ submissions that got "retry" and were submitted again.
     pub submit_retries: u64,

@@ -38,6 +38,7 @@ pub struct NvmeDriveConfig {
     #[serde(default)]
     pub vmd: Option<u32>,
     #[serde(default)]
+    /// PCI requester id (bus << 8 | devfn) of the drive's MSIs.
     pub source_id: u16,
     /// `nvme_irq`'s fixed cost per call, beyond reaping entries, in CPU cycles. It is
     /// paid even when the CQ holds nothing new (VMD runs every child handler).
@@ -56,8 +57,11 @@ fn default_nvme_handler_cycles() -> f64 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobConfig {
+    /// CPU the job runs on (index).
     pub cpu: u32,
+    /// Index of the drive in `nvme`.
     pub drive: u32,
+    /// Reads the job keeps in flight.
     pub iodepth: u32,
 }
 
@@ -66,10 +70,13 @@ pub struct JobConfig {
 #[serde(deny_unknown_fields)]
 pub struct VmdDomainConfig {
     #[serde(default)]
+    /// Names the domain in reports and its vectors' MSI sources.
     pub name: String,
     #[serde(default)]
+    /// Mode (remap or bypass), vector count and forwarding delay.
     pub vmd: VmdConfig,
     #[serde(default)]
+    /// PCI requester id (bus << 8 | devfn) of VMD's own MSIs.
     pub source_id: u16,
     /// `vmd_irq`'s own cost per call (walking the vector's child list under RCU), CPU
     /// cycles. Assumption: 100.
@@ -86,11 +93,13 @@ fn default_vmd_handler_cycles() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct NicDeviceConfig {
     #[serde(default)]
+    /// Names the NIC's random stream and its queues' MSI sources.
     pub name: String,
     /// Queue pairs.
     #[serde(default = "one")]
     pub queues: u32,
     #[serde(default)]
+    /// How its queue interrupts spread over CPUs; default Linux managed spreading.
     pub affinity: Affinity,
     /// Packet arrivals on each RX queue.
     pub rx: ArrivalSpec,
@@ -98,10 +107,13 @@ pub struct NicDeviceConfig {
     #[serde(default)]
     pub tx: Option<ArrivalSpec>,
     #[serde(default)]
+    /// Rings and interrupt throttling (ITR) of each queue.
     pub nic: NicConfig,
     #[serde(default)]
+    /// NAPI poll budget and per-packet costs.
     pub napi: NapiConfig,
     #[serde(default)]
+    /// PCI requester id (bus << 8 | devfn) of the NIC's MSIs.
     pub source_id: u16,
     /// The hardirq handler's cost (acknowledge, `napi_schedule`), CPU cycles.
     /// Assumption: 100.
@@ -408,9 +420,14 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 (b.add_source)(cpu, handler, name, vc.source_id)?;
         }
     }
+    // blk-mq's CPU-to-queue map, computed once per drive.
+    let queue_maps: Vec<Vec<u16>> = sc
+        .nvme
+        .iter()
+        .map(|d| queue_map(&d.affinity, d.drive.queues, &node))
+        .collect();
     for (i, j) in sc.jobs.iter().enumerate() {
-        let d = &sc.nvme[j.drive as usize];
-        let queue = queue_of_cpu(&d.affinity, d.drive.queues, &node, j.cpu);
+        let queue = queue_maps[j.drive as usize][j.cpu as usize];
         io.jobs.push(JobRt {
             cpu: j.cpu,
             drive: j.drive as u16,
@@ -466,18 +483,27 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     Ok(io)
 }
 
-/// The I/O queue blk-mq maps `cpu` to (`blk_mq_pci_map_queues` over managed masks).
-fn queue_of_cpu(affinity: &Affinity, queues: u32, node: &NodeCpus, cpu: u32) -> u16 {
+/// For each CPU, the I/O queue blk-mq maps it to (`blk_mq_pci_map_queues` over the
+/// managed masks; with explicit affinity, the first queue aimed at the CPU).
+fn queue_map(affinity: &Affinity, queues: u32, node: &NodeCpus) -> Vec<u16> {
+    let fallback = |cpu: u32| (cpu % queues) as u16;
     match affinity {
         Affinity::Managed {} => {
             let masks = irq_create_affinity_masks(queues, &IrqAffinity::default(), node)
                 .expect("one set always adds up");
-            cpu_to_queue(&masks, node.len())[cpu as usize].unwrap_or((cpu % queues) as u16)
+            cpu_to_queue(&masks, node.len())
+                .into_iter()
+                .enumerate()
+                .map(|(c, q)| q.unwrap_or(fallback(c as u32)))
+                .collect()
         }
-        Affinity::Explicit { cpus } => cpus
-            .iter()
-            .position(|c| *c == cpu)
-            .map_or((cpu % queues) as u16, |q| q as u16),
+        Affinity::Explicit { cpus } => (0..node.len())
+            .map(|c| {
+                cpus.iter()
+                    .position(|t| *t == c)
+                    .map_or(fallback(c), |q| q as u16)
+            })
+            .collect(),
     }
 }
 
@@ -530,21 +556,23 @@ impl System {
         }
     }
 
-    /// Asks the device when it next needs waking and (re)schedules that, voiding any
-    /// earlier wake-up that is no longer right.
+    /// Asks the device when it next needs waking and makes sure a wake-up is scheduled
+    /// no later than that. A wake-up already scheduled earlier is kept (it finds
+    /// nothing due, and reschedules); only an earlier need voids it and schedules
+    /// anew, so moving wake-ups leave few stale events in the queue.
     pub(super) fn reschedule(&mut self, now: SimTime, dev: IoDev) {
-        let next = self.next_event_of(dev).map(|t| t.max(now));
+        let Some(next) = self.next_event_of(dev).map(|t| t.max(now)) else {
+            return;
+        };
         let wake = self.wake_mut(dev);
-        if wake.at == next {
+        if wake.at.is_some_and(|t| t <= next) {
             return;
         }
         wake.generation = wake.generation.wrapping_add(1);
-        wake.at = next;
+        wake.at = Some(next);
         let generation = wake.generation;
-        if let Some(t) = next {
-            self.queue
-                .schedule(t, Priority::DEVICE, Event::IoWake { dev, generation });
-        }
+        self.queue
+            .schedule(next, Priority::DEVICE, Event::IoWake { dev, generation });
     }
 
     /// A device's wake-up fires: it performs what is due and its effects are routed.
@@ -778,10 +806,15 @@ impl System {
 /// Latency percentiles of one histogram, in microseconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct LatencyUs {
+    /// Samples recorded.
     pub count: u64,
+    /// Median, us.
     pub p50: f64,
+    /// 99th percentile, us.
     pub p99: f64,
+    /// 99.9th percentile, us.
     pub p999: f64,
+    /// Largest sample, us.
     pub max: f64,
 }
 
@@ -804,19 +837,25 @@ impl LatencyUs {
 /// One NVMe drive (or all of them) in the report.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct NvmeReport {
+    /// Drive name (`total` for the sum over all drives).
     pub name: String,
     /// Completions reaped by handlers per simulated second.
     pub iops: f64,
+    /// Commands the drive accepted.
     pub submitted: u64,
+    /// Completion entries the drive posted to its CQs.
     pub completed: u64,
+    /// Completion entries the handlers reaped.
     pub reaped: u64,
     /// Commands in the drive or its CQs at the end.
     pub outstanding: u64,
     /// Submissions the jobs still had queued on their CPUs at the end.
     pub queued_in_jobs: u64,
+    /// Job submissions the drive refused because the SQ was full.
     pub rejected_queue_full: u64,
     /// MSIs the drive raised (before VMD).
     pub interrupts: u64,
+    /// `interrupts` per reaped completion.
     pub interrupts_per_io: f64,
     /// Handler calls that found no new completion.
     pub empty_handler_calls: u64,
@@ -827,17 +866,27 @@ pub struct NvmeReport {
 /// One NIC queue in the report.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct NicReport {
+    /// Name of the NIC the queue belongs to.
     pub name: String,
+    /// Queue number within the NIC.
     pub queue: u32,
+    /// CPU the queue's interrupt targets (index).
     pub cpu: u32,
+    /// Packets that arrived on the RX queue, dropped ones included.
     pub rx_packets: u64,
+    /// Packets NAPI polls took off the RX ring.
     pub rx_polled: u64,
     /// Packets dropped because the RX ring was full (not MSI drops).
     pub packets_dropped: u64,
+    /// Packets the TX queue put on the wire.
     pub tx_sent: u64,
+    /// MSIs the queue raised.
     pub interrupts: u64,
+    /// `interrupts` per arrived RX packet.
     pub interrupts_per_packet: f64,
+    /// NAPI polls of the queue.
     pub polls: u64,
+    /// Polls that hit the RX budget or TX clean limit, so NAPI polled again.
     pub polls_at_budget: u64,
     /// From arrival to the end of the poll that took the packet.
     pub latency_us: LatencyUs,
@@ -846,7 +895,9 @@ pub struct NicReport {
 /// One VMD domain in the report.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct VmdReport {
+    /// Domain name.
     pub name: String,
+    /// `remap` or `bypass`.
     pub mode: String,
     /// VMD vectors that have children.
     pub vectors_used: u32,
@@ -859,10 +910,13 @@ pub struct VmdReport {
 /// The I/O part of a report.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct IoReport {
+    /// One entry per drive, in scenario order.
     pub nvme: Vec<NvmeReport>,
     /// All drives together (latency percentiles over every I/O).
     pub nvme_total: NvmeReport,
+    /// One entry per NIC queue, NIC by NIC.
     pub nics: Vec<NicReport>,
+    /// One entry per VMD domain, in scenario order.
     pub vmd: Vec<VmdReport>,
 }
 

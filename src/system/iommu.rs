@@ -72,9 +72,9 @@ impl System {
         };
         // The request left the inbound queue: its credit goes back to the devices.
         self.credit_returned(now, unit);
-        let out = self.iommus[u]
-            .remapper
-            .remap(now, &msi.message, msi.source_id);
+        let src = &self.sources[msi.source as usize];
+        let (message, source_id) = (src.message, src.source_id);
+        let out = self.iommus[u].remapper.remap(now, &message, source_id);
         self.iommus[u].current = Some((msi, IommuStage::Remap(out.action)));
         self.queue.schedule(
             now + out.cost,

@@ -11,7 +11,9 @@ use sim_core::{SimTime, Vector};
 /// One MSI: its sequence number in the run (0, 1, ...) and when it was raised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MsiToken {
+    /// Sequence number of the MSI in the run (0 for the first raised).
     pub id: u64,
+    /// When the device raised it.
     pub raised: SimTime,
 }
 
@@ -59,16 +61,24 @@ impl CpuSlots {
 /// Counts of MSIs that are neither handled nor dropped, by where they are.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PendingWhere {
+    /// Raised, on their way from the device to the IOMMU.
     pub device_to_iommu: u64,
+    /// Queued in or being processed by an IOMMU unit (remapping or posting).
     pub iommu: u64,
+    /// Remapped interrupt messages in the fabric, not yet at the local APIC.
     pub fabric: u64,
+    /// Bits set in a CPU's PIR (posted mode), not yet exchanged out.
     pub pir: u64,
+    /// Taken out of PIR by a locked exchange, handler not yet started.
     pub harvested: u64,
+    /// Bits set in a local APIC's IRR (remapped mode), not yet acknowledged.
     pub irr: u64,
+    /// Acknowledged into ISR, handler not yet started.
     pub in_service: u64,
 }
 
 impl PendingWhere {
+    /// All pending MSIs: the sum of every place.
     pub fn total(&self) -> u64 {
         self.device_to_iommu
             + self.iommu
@@ -83,19 +93,27 @@ impl PendingWhere {
 /// The MSI balance of a run.
 pub struct Ledger {
     cpus: Vec<CpuSlots>,
+    /// MSIs raised so far.
     pub generated: u64,
+    /// MSIs served by a handler call (each merged MSI counts).
     pub handled: u64,
+    /// MSIs that found their vector's bit already set in PIR or IRR.
     pub merged: u64,
+    /// Dropped MSIs by reason (stable snake_case names).
     pub dropped: BTreeMap<String, u64>,
     /// Handler calls for a vector with no MSI behind them (a variant dispatching bits
     /// it did not take out of PIR, or a spurious vector).
     pub spurious_handler_calls: u64,
+    /// MSIs in flight from a device to the IOMMU.
     pub device_to_iommu: u64,
+    /// MSIs queued in or being processed by an IOMMU unit.
     pub iommu: u64,
+    /// MSIs in the fabric on their way to a local APIC.
     pub fabric: u64,
 }
 
 impl Ledger {
+    /// An empty ledger for `cpus` CPUs.
     pub fn new(cpus: usize) -> Self {
         Ledger {
             cpus: (0..cpus).map(|_| CpuSlots::new()).collect(),
@@ -110,15 +128,17 @@ impl Ledger {
         }
     }
 
+    /// Counts one MSI dropped for `reason`.
     pub fn drop_msi(&mut self, reason: &str) {
         *self.dropped.entry(reason.to_string()).or_insert(0) += 1;
     }
 
+    /// Dropped MSIs, all reasons together.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
     }
 
-    /// The IOMMU set PIR[v] of `cpu` for `msi`.
+    /// The IOMMU set `PIR[v]` of `cpu` for `msi`.
     pub fn posted(&mut self, cpu: usize, v: Vector, msi: MsiToken, merged: bool) {
         if merged {
             self.merged += 1;
@@ -126,7 +146,7 @@ impl Ledger {
         self.cpus[cpu].get_mut(v).in_pir.push(msi);
     }
 
-    /// The LAPIC of `cpu` set IRR[v] for `msi`.
+    /// The LAPIC of `cpu` set `IRR[v]` for `msi`.
     pub fn accepted_in_irr(&mut self, cpu: usize, v: Vector, msi: MsiToken, merged: bool) {
         if merged {
             self.merged += 1;
@@ -167,6 +187,7 @@ impl Ledger {
         self.handled += out.len() as u64;
     }
 
+    /// MSIs neither handled nor dropped, by where they are.
     pub fn pending(&self) -> PendingWhere {
         let mut p = PendingWhere {
             device_to_iommu: self.device_to_iommu,

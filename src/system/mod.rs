@@ -35,7 +35,7 @@ use iommu_sim::vtd::{
 };
 use pid_model::desc::ON_BIT;
 use pid_model::{Agent, LineOp, PiDesc, PidLine};
-use sim_core::{ApicId, Duration, Freq, MsiMessage, SimTime, Vector};
+use sim_core::{ApicId, Duration, Freq, SimTime, Vector};
 
 use crate::engine::{Coroutine, EventQueue, Priority, RngStreams, Step};
 use crate::kernel::{baseline, CpuOp, CpuPort, PirHandler, POSTED_MSI_NOTIFICATION_VECTOR};
@@ -131,11 +131,10 @@ enum Event {
 
 #[derive(Clone, Copy, Debug)]
 struct InFlightMsi {
-    /// The remapping unit it is written to.
-    unit: u16,
+    /// The MSI source that wrote it; its (address, data), requester id and remapping
+    /// unit are the source's, looked up rather than carried to keep events small.
+    source: u32,
     token: MsiToken,
-    message: MsiMessage,
-    source_id: u16,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -460,8 +459,9 @@ impl System {
             Event::MsiAtIommu(msi) => {
                 self.ledger.device_to_iommu -= 1;
                 self.ledger.iommu += 1;
-                self.iommus[msi.unit as usize].fifo.push_back(msi);
-                self.iommu_start_next(now, msi.unit);
+                let unit = self.sources[msi.source as usize].unit;
+                self.iommus[unit as usize].fifo.push_back(msi);
+                self.iommu_start_next(now, unit);
             }
             Event::IommuStageDone { unit } => self.on_iommu_stage_done(now, unit),
             Event::ApicMessage {

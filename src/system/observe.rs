@@ -15,17 +15,29 @@ use crate::kernel::CpuOp;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuActivity {
     /// IDT vectoring and `irq_enter` for `vector`.
-    IrqEntry { vector: Vector },
+    IrqEntry {
+        /// The vector acknowledged.
+        vector: Vector,
+    },
     /// `irq_exit` and IRET.
     IrqExit,
     /// The device handler of `vector` (with the generic IRQ flow around it).
-    Handler { vector: Vector },
+    Handler {
+        /// The vector whose handler runs.
+        vector: Vector,
+    },
     /// One access to the CPU's posted-interrupt descriptor.
-    PidAccess { op: CpuOp },
+    PidAccess {
+        /// The load or locked operation.
+        op: CpuOp,
+    },
     /// The EOI write.
     Eoi,
     /// Deferred work with interrupts enabled: a NAPI poll or a job's submission.
-    Deferred { work: super::cpu::Deferred },
+    Deferred {
+        /// Which piece of work.
+        work: super::cpu::Deferred,
+    },
 }
 
 impl CpuActivity {
@@ -59,75 +71,125 @@ impl CpuActivity {
 pub enum SimEvent<'a> {
     /// A device raised an MSI.
     MsiRaised {
+        /// When the device wrote the MSI.
         t: SimTime,
+        /// Index of the MSI source (see [`super::System::device_names`]).
         device: u32,
+        /// The MSI's identity in the ledger.
         msi: MsiToken,
     },
     /// The IOMMU finished remapping or posting one request; `dur` is how long it took.
     IommuWork {
+        /// When the stage started.
         start: SimTime,
+        /// How long the stage took: the lookup, or the atomic descriptor update.
         dur: Duration,
+        /// The request's MSI.
         msi: MsiToken,
+        /// Which stage it was and its outcome.
         what: IommuWork,
     },
     /// An MSI was dropped, with its reason.
     MsiDropped {
+        /// When it was dropped.
         t: SimTime,
+        /// The dropped MSI.
         msi: MsiToken,
+        /// Stable snake_case reason, as counted in `MsiBalance::dropped`.
         reason: &'a str,
     },
     /// A posted-interrupt notification left the IOMMU for `cpu`.
     NotificationSent {
+        /// When it left the IOMMU; it reaches the local APIC after the fabric.
         t: SimTime,
+        /// Index of the target CPU.
         cpu: u32,
+        /// Notification vector (the descriptor's NV).
         vector: Vector,
     },
     /// A CPU started a span of work.
     CpuSpan {
+        /// Index of the CPU.
         cpu: u32,
+        /// When the span starts.
         start: SimTime,
+        /// Its length: the cost charged for it.
         dur: Duration,
+        /// What the CPU does during it.
         activity: CpuActivity,
     },
     /// A device handler started and serves these MSIs (empty: a spurious call).
     HandlerServes {
+        /// When the handler starts; each MSI's latency is measured to here.
         t: SimTime,
+        /// Index of the CPU running it.
         cpu: u32,
+        /// Vector whose handler runs.
         vector: Vector,
+        /// MSIs served by this call (merged MSIs together).
         msis: &'a [MsiToken],
     },
     /// The MESI state of `agent` (`None` = the IOMMU, else a CPU index) for the
     /// descriptor line of CPU `line` is now `state`.
     PidLineState {
+        /// When the state changed.
         t: SimTime,
+        /// Index of the CPU whose descriptor line it is.
         line: u32,
+        /// `None` for the IOMMU, else the index of the CPU.
         agent: Option<u32>,
+        /// The agent's new MESI state.
         state: Mesi,
     },
     /// Number of vectors pending in CPU `cpu`'s PIR after a change.
-    PirPopulation { t: SimTime, cpu: u32, pending: u32 },
+    PirPopulation {
+        /// When the descriptor changed.
+        t: SimTime,
+        /// Index of the CPU whose PIR it is.
+        cpu: u32,
+        /// Bits set in PIR.
+        pending: u32,
+    },
 }
 
 /// What the IOMMU did with one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IommuWork {
     /// Remapped to an interrupt for `cpu`.
-    Remapped { cpu: u32, vector: Vector },
+    Remapped {
+        /// Index of the destination CPU (`u32::MAX` if no CPU has the IRTE's APIC ID).
+        cpu: u32,
+        /// Vector of the remapped interrupt.
+        vector: Vector,
+    },
     /// Looked up a posted IRTE (the descriptor update follows).
-    PostLookup { cpu: u32, vector: Vector },
+    PostLookup {
+        /// Index of the CPU whose descriptor the IRTE points at (`u32::MAX` if none).
+        cpu: u32,
+        /// Vector to be posted.
+        vector: Vector,
+    },
     /// Updated CPU `cpu`'s descriptor; `notified` if a notification follows.
     Posted {
+        /// Index of the CPU whose descriptor was updated.
         cpu: u32,
+        /// Vector whose PIR bit was set.
         vector: Vector,
+        /// The bit was already set: this MSI merged with a pending one.
         merged: bool,
+        /// A notification follows (ON went 0 to 1 with SN clear, or URG).
         notified: bool,
     },
     /// Blocked with a fault.
-    Fault { code: u8 },
+    Fault {
+        /// VT-d fault reason code (0x20 to 0x28).
+        code: u8,
+    },
 }
 
 /// Receives every [`SimEvent`] of a run, in simulated-time order of their start.
 pub trait Observer {
+    /// Called once per event, as it happens.
     fn event(&mut self, event: &SimEvent<'_>);
 }
 

@@ -34,6 +34,7 @@ pub enum DeliveryMode {
 }
 
 impl DeliveryMode {
+    /// The name used in TOML and reports: `"posted"` or `"remapped"`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryMode::Posted => "posted",
@@ -62,10 +63,14 @@ pub struct Scenario {
     /// Linux MAX_POSTED_MSI_COALESCING_LOOP; 0 means unbounded.
     #[serde(default = "default_max_loops")]
     pub max_loops: u32,
+    /// Number of CPUs, their sockets, APIC IDs and descriptor addresses.
     #[serde(default)]
     pub cpus: CpuConfig,
+    /// The remapping units: count, table size, entry cache, request and fabric credits.
     #[serde(default)]
     pub iommu: IommuConfig,
+    /// Every cost table (CPU, APIC, devices, descriptor line, remapping, fabric); each
+    /// field documents its unit and source.
     #[serde(default)]
     pub costs: Costs,
     /// DSA work queues (open or closed loop).
@@ -177,7 +182,9 @@ pub enum DeviceKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceConfig {
+    /// What the device is (only `dsa` so far).
     pub kind: DeviceKind,
+    /// Names the device in reports and its random stream; default `device<i>`.
     #[serde(default)]
     pub name: String,
     /// The interrupt vector the host allocated, 32..=255 (and below 0xeb in posted
@@ -258,22 +265,36 @@ impl DeviceConfig {
 /// Everything that can be wrong with a scenario.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    /// The scenario file could not be read.
     #[error("cannot read scenario {path}: {source}")]
     Io {
+        /// The file as given.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The text is not TOML, or has unknown fields or values of the wrong type.
     #[error("scenario {path} is not valid TOML for irqsim: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file, or the `origin` given to [`Scenario::from_toml_str`].
+        path: String,
+        /// The TOML parser's message, with a "did you mean" for misspelt names.
+        message: String,
+    },
+    /// A value breaks a rule of the format.
     #[error("{field} = {value} is not allowed: expected {allowed}")]
     Invalid {
+        /// Path of the field, e.g. `devices[0].vector`.
         field: String,
+        /// The offending value as written (empty when the error is about a whole table).
         value: String,
+        /// What the field accepts.
         allowed: String,
     },
 }
 
 impl ScenarioError {
+    /// An [`ScenarioError::Invalid`] for `field`, its `value` and what is `allowed`.
     pub fn invalid(
         field: impl Into<String>,
         value: impl Display,
@@ -373,6 +394,7 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The scenario as TOML that [`Scenario::from_toml_str`] reads back.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a Scenario always serializes")
     }

@@ -49,10 +49,13 @@ impl MsiSource {
 /// Flow-control figures of one source, for reports.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct SourceReport {
+    /// The device's name, `<name> q<i>` for an I/O queue, or `<name> v<i>` for a VMD vector.
     pub name: String,
+    /// MSIs the source wrote towards the IOMMU.
     pub msis_written: u64,
     /// MSIs still held back at the end.
     pub msi_backlog: u64,
+    /// MSIs that had to wait for an IOMMU request credit before being written.
     pub msi_stalls: u64,
 }
 
@@ -96,7 +99,7 @@ impl System {
     fn write_msi(&mut self, now: SimTime, source: u32) {
         let s = &mut self.sources[source as usize];
         s.written += 1;
-        let (message, source_id, unit) = (s.message, s.source_id, s.unit);
+        let unit = s.unit;
         self.iommus[unit as usize].credits_free -= 1;
         let token = MsiToken {
             id: self.ledger.generated,
@@ -113,12 +116,7 @@ impl System {
         self.queue.schedule(
             arrive,
             Priority::DEVICE,
-            Event::MsiAtIommu(InFlightMsi {
-                unit,
-                token,
-                message,
-                source_id,
-            }),
+            Event::MsiAtIommu(InFlightMsi { source, token }),
         );
     }
 

@@ -9,7 +9,7 @@
 //! | `WrmsrFence` | `ipi.fence_cycles` | none |
 //! | `WriteIcr` | `apic.wrmsr_icr_cycles` | `LocalApic::wrmsr`; each resolved target receives the IPI `ipi_flight(distance)` after the WRMSR completes |
 //! | `QueueCsd(t)` | `ipi.csd_setup_cycles` + line transfer sender↔t | CSD locked and on t's queue at issue |
-//! | `WaitCsd(t)` | until the unlock is visible: unlock time + line transfer t→sender (spinning) | none |
+//! | `WaitCsd(t)` | until the unlock is visible: unlock time + line transfer t→sender (spinning); a CSD already unlocked costs the transfer / `ipi.ack_poll_overlap` | none |
 //! | `Eoi` | `apic.wrmsr_eoi_cycles` | `LocalApic::wrmsr(EOI)` at issue |
 //! | `TakeQueue` | line transfer from the last enqueuer (own line if empty) | queue emptied at issue |
 //! | `RunCsdFunc(i)` | line transfer from the CSD's sender + `ipi.func_cycles` | none |
@@ -189,6 +189,8 @@ pub struct IpiSim {
     csds: BTreeMap<(CpuId, CpuId), Csd>,
     stats: RunStats,
     runner: Option<(CpuId, SimTime)>,
+    /// Cross-called functions run per CPU since the machine was built.
+    funcs_run_on: Vec<u32>,
     targets_buf: Vec<sim_core::ApicId>,
 }
 
@@ -202,7 +204,8 @@ impl IpiSim {
             .iter()
             .map(|c| LocalApic::new(c.apic_id))
             .collect();
-        let cpus = (0..topology.len()).map(|_| CpuSlot::default()).collect();
+        let n = topology.len();
+        let cpus = (0..n).map(|_| CpuSlot::default()).collect();
         Ok(IpiSim {
             apic_topo: topology.apic_topology(),
             maps: Rc::new(ApicMaps::new(&topology)),
@@ -215,6 +218,7 @@ impl IpiSim {
             csds: BTreeMap::new(),
             stats: RunStats::default(),
             runner: None,
+            funcs_run_on: vec![0; n],
             targets_buf: Vec::new(),
         })
     }
@@ -239,41 +243,60 @@ impl IpiSim {
     pub fn now(&self) -> SimTime {
         self.queue.now()
     }
+    /// Cross-called functions `cpu` has run since the machine was built.
+    pub fn funcs_run_on(&self, cpu: CpuId) -> u32 {
+        self.funcs_run_on[cpu.0 as usize]
+    }
     /// The costs in use.
     pub fn costs(&self) -> &IpiSimCosts {
         &self.costs
     }
 
     /// Runs `smp_call_function_many` from `sender` to `targets` (wait = true) in
-    /// `mode`, until every CPU is quiet again.
+    /// `mode`, until every CPU is quiet again. The sender is left out of the targets.
+    /// Errors: a sender the machine lacks, a mask sized for another machine.
     pub fn call_function_many(
         &mut self,
         sender: CpuId,
         targets: &CpuMask,
         mode: IpiMode,
-    ) -> CallOutcome {
+    ) -> Result<CallOutcome, TopologyError> {
+        let cpus = self.topo.len() as u32;
+        if targets.nr_cpus() != cpus {
+            return Err(TopologyError::MaskSize {
+                mask_cpus: targets.nr_cpus(),
+                cpus,
+            });
+        }
         let maps = Rc::clone(&self.maps);
         let mask = targets.clone();
         let mut counted = targets.clone();
         counted.clear(sender);
         let stats = self.run_on(sender, move |port| {
             smp_call_function_many(port, maps, mode, sender, mask)
-        });
-        CallOutcome {
+        })?;
+        Ok(CallOutcome {
             mode: mode.as_str(),
             targets: counted.weight(),
             stats,
-        }
+        })
     }
 
     /// Starts `algorithm` on `cpu` now and runs the machine until no event is left.
-    ///
-    /// # Panics
-    /// If `cpu` is already running something (an API misuse: runs do not overlap).
-    pub fn run_on<F>(&mut self, cpu: CpuId, algorithm: impl FnOnce(IpiPort) -> F) -> RunStats
+    /// Error: a CPU the machine lacks.
+    pub fn run_on<F>(
+        &mut self,
+        cpu: CpuId,
+        algorithm: impl FnOnce(IpiPort) -> F,
+    ) -> Result<RunStats, TopologyError>
     where
         F: Future<Output = ()> + 'static,
     {
+        let cpus = self.topo.len() as u32;
+        if cpu.0 >= cpus {
+            return Err(TopologyError::NoSuchCpu { cpu: cpu.0, cpus });
+        }
+        // A run ends only when the machine is quiet, so no CPU is busy here.
         assert!(
             !self.cpus[cpu.0 as usize].busy,
             "CPU {} is busy; runs must not overlap",
@@ -292,7 +315,7 @@ impl IpiSim {
             self.handle(ev);
         }
         self.stats.quiet_after_ns = self.now().since(start).as_ns_f64();
-        std::mem::take(&mut self.stats)
+        Ok(std::mem::take(&mut self.stats))
     }
 
     fn cycles(&self, d: Duration) -> u64 {
@@ -436,7 +459,8 @@ impl IpiSim {
             }
             IpiOp::WaitCsd(target) => match self.csds.get(&(cpu, target)) {
                 Some(Csd::Unlocked(_)) | None => {
-                    let d = self.line(target, cpu);
+                    let overlap = self.costs.ipi.ack_poll_overlap.max(1) as u64;
+                    let d = Duration(self.line(target, cpu).0 / overlap);
                     self.stats.sender_wait_cycles += self.cycles(d);
                     (d, 0)
                 }
@@ -464,8 +488,9 @@ impl IpiSim {
             IpiOp::RunCsdFunc(i) => {
                 let sender = self.cpus[c].taken[i];
                 self.stats.funcs_run += 1;
-                let d = self.line(sender, cpu)
-                    + self.freq.cycles(self.costs.ipi.func_cycles as u64);
+                self.funcs_run_on[c] += 1;
+                let d =
+                    self.line(sender, cpu) + self.freq.cycles(self.costs.ipi.func_cycles as u64);
                 (d, 0)
             }
             IpiOp::UnlockCsd(i) => {
@@ -536,7 +561,7 @@ mod tests {
         let mut sim = machine();
         let socket1 = CpuMask::from_cpus(80, sim.topology().socket_cpus(1));
         for mode in IpiMode::ALL {
-            let out = sim.call_function_many(CpuId(0), &socket1, mode);
+            let out = sim.call_function_many(CpuId(0), &socket1, mode).unwrap();
             assert_eq!(out.targets, 40);
             assert_eq!(out.stats.funcs_run, 40);
             assert_eq!(out.stats.handlers_run, 40);
@@ -559,8 +584,12 @@ mod tests {
     fn cluster_mode_spends_less_time_writing_icr() {
         let mut sim = machine();
         let socket1 = CpuMask::from_cpus(80, sim.topology().socket_cpus(1));
-        let p = sim.call_function_many(CpuId(0), &socket1, IpiMode::Physical);
-        let c = sim.call_function_many(CpuId(0), &socket1, IpiMode::Cluster);
+        let p = sim
+            .call_function_many(CpuId(0), &socket1, IpiMode::Physical)
+            .unwrap();
+        let c = sim
+            .call_function_many(CpuId(0), &socket1, IpiMode::Cluster)
+            .unwrap();
         assert_eq!((p.stats.icr_writes, c.stats.icr_writes), (40, 3));
         assert_eq!(
             p.stats.sender_send_cycles,
@@ -570,11 +599,41 @@ mod tests {
     }
 
     #[test]
+    fn overlapped_polls_shorten_the_wait_and_widen_the_cluster_gain() {
+        let socket1 = |sim: &IpiSim| CpuMask::from_cpus(80, sim.topology().socket_cpus(1));
+        let mut costs = IpiSimCosts::default();
+        costs.ipi.ack_poll_overlap = 8;
+        let topo = || Topology::new(TopologySpec::new(2, 20, 2)).unwrap();
+        let mut serial = machine();
+        let mut overlapped = IpiSim::new(topo(), costs).unwrap();
+        let m = socket1(&serial);
+        let s_p = serial
+            .call_function_many(CpuId(0), &m, IpiMode::Physical)
+            .unwrap();
+        let s_c = serial
+            .call_function_many(CpuId(0), &m, IpiMode::Cluster)
+            .unwrap();
+        let o_p = overlapped
+            .call_function_many(CpuId(0), &m, IpiMode::Physical)
+            .unwrap();
+        let o_c = overlapped
+            .call_function_many(CpuId(0), &m, IpiMode::Cluster)
+            .unwrap();
+        assert!(o_p.stats.sender_cycles < s_p.stats.sender_cycles);
+        assert!(o_c.stats.sender_cycles < s_c.stats.sender_cycles);
+        let gain = |p: &CallOutcome, c: &CallOutcome| {
+            p.stats.sender_cycles as f64 / c.stats.sender_cycles as f64
+        };
+        assert!(gain(&o_p, &o_c) > gain(&s_p, &s_c));
+    }
+
+    #[test]
     fn runs_are_deterministic() {
         let run = || {
             let mut sim = machine();
             let m = CpuMask::from_cpus(80, sim.topology().socket_cpus(1).take(16));
             sim.call_function_many(CpuId(0), &m, IpiMode::Cluster)
+                .unwrap()
         };
         assert_eq!(run(), run());
     }

@@ -36,7 +36,10 @@ pub enum ArmMsiDrop {
     SmmuAbort,
     /// The write translated to an address that is not GITS_TRANSLATER: it went to
     /// memory, and no interrupt exists.
-    NotDoorbell { pa: u64 },
+    NotDoorbell {
+        /// The physical address the write went to.
+        pa: u64,
+    },
     /// The ITS had no mapping.
     Its(ItsDropReason),
     /// The target redistributor has LPIs disabled (GICR_CTLR.EnableLPIs = 0).
@@ -47,9 +50,21 @@ pub enum ArmMsiDrop {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArmMsiRoute {
     /// The LPI reaches `cpu`'s redistributor at `at`.
-    Lpi { cpu: CpuId, intid: u32, at: SimTime },
+    Lpi {
+        /// The CPU whose redistributor takes the LPI.
+        cpu: CpuId,
+        /// The LPI's INTID (8192 and up).
+        intid: u32,
+        /// When it reaches the redistributor.
+        at: SimTime,
+    },
     /// Dropped; `at` is when the path finished with it.
-    Dropped { reason: ArmMsiDrop, at: SimTime },
+    Dropped {
+        /// Why, and where on the path.
+        reason: ArmMsiDrop,
+        /// When the path finished with it.
+        at: SimTime,
+    },
 }
 
 /// Routes a device's MSI write arriving at the SMMU at `now`: SMMU translation of the
@@ -123,21 +138,26 @@ pub struct GicCpuPort {
 }
 
 impl GicCpuPort {
+    /// Wraps the port the driver gave the algorithm.
     pub fn new(port: Port<GicCpuOp, u64>) -> Self {
         GicCpuPort { port }
     }
     fn op(&self, op: GicCpuOp) -> Call<GicCpuOp, u64> {
         self.port.call(op)
     }
+    /// [`GicCpuOp::ReadIar`]: yields the INTID acknowledged.
     pub async fn read_iar(&self) -> u32 {
         self.op(GicCpuOp::ReadIar).await as u32
     }
+    /// [`GicCpuOp::WriteEoir`] for `intid`.
     pub async fn write_eoir(&self, intid: u32) {
         self.op(GicCpuOp::WriteEoir(intid)).await;
     }
+    /// [`GicCpuOp::WriteDir`] for `intid`.
     pub async fn write_dir(&self, intid: u32) {
         self.op(GicCpuOp::WriteDir(intid)).await;
     }
+    /// [`GicCpuOp::HandleIrq`] for `intid`.
     pub async fn handle_irq(&self, intid: u32) {
         self.op(GicCpuOp::HandleIrq(intid)).await;
     }

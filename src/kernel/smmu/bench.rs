@@ -32,7 +32,7 @@
 //! wait for the SEV, or the spin (`cpu_relax` x 9, then `udelay(1, 2, 4...)`).
 //!
 //! The run is deterministic: per-CPU think-time jitter comes from ChaCha streams keyed
-//! by (seed, "smmu-bench-cpu<i>").
+//! by (seed, `"smmu-bench-cpu<i>"`).
 
 use super::{
     dma_unmap, issue_sync, CmdqDriver, HostWord, IssueReport, Llq, SmmuCpuOp, SmmuCpuPort,
@@ -53,12 +53,17 @@ use thiserror::Error;
 /// Bad harness configuration.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SmmuHostError {
+    /// A field of the harness configuration is out of range.
     #[error("smmu bench field `{field}` = {value}: allowed {allowed}")]
     InvalidConfig {
+        /// The field's path, e.g. `cpu_costs.memory_ns`.
         field: &'static str,
+        /// The value given.
         value: f64,
+        /// What the field accepts.
         allowed: &'static str,
     },
+    /// The SMMU model's configuration is invalid.
     #[error(transparent)]
     Smmu(#[from] SmmuError),
 }
@@ -130,6 +135,8 @@ impl Default for SmmuCpuCosts {
 }
 
 impl SmmuCpuCosts {
+    /// Checks that every cost is finite and non-negative and the event stream period
+    /// is at least 1 us.
     pub fn validate(&self) -> Result<(), SmmuHostError> {
         let fields = [
             ("cpu_costs.l1_hit_cycles", self.l1_hit_cycles),
@@ -176,7 +183,10 @@ pub enum BenchWorkload {
     SyncOnly,
     /// A strict-mode unmap of one buffer of `pages` 4 KB pages: PTE clear, one TLBI per
     /// page, one CMD_SYNC (1..=4096 pages).
-    Unmap { pages: u32 },
+    Unmap {
+        /// Pages per buffer, 1..=4096.
+        pages: u32,
+    },
 }
 
 /// The harness configuration.
@@ -185,9 +195,11 @@ pub enum BenchWorkload {
 pub struct CmdSyncBenchConfig {
     /// CPUs issuing, 1..=64.
     pub cpus: u32,
+    /// What each CPU does per iteration.
     pub workload: BenchWorkload,
     /// The SMMU: features, `msi_polling_enabled`, queue size and costs.
     pub smmu: SmmuConfig,
+    /// CPU-side costs of the host path.
     pub cpu_costs: SmmuCpuCosts,
     /// Core clock. Default 2500 MHz: assumption (a Neoverse N1 server part such as
     /// AWS Graviton2 runs at 2.5 GHz).
@@ -197,6 +209,7 @@ pub struct CmdSyncBenchConfig {
     pub think_ns: f64,
     /// Uniform jitter on `think_ns`, as a fraction (0..1). Default 0.2.
     pub think_jitter: f64,
+    /// Seed of the per-CPU think-time jitter streams.
     pub seed: u64,
     /// Simulated run length. Microseconds. Default 2000.
     pub duration_us: f64,
@@ -229,6 +242,7 @@ impl Default for CmdSyncBenchConfig {
 }
 
 impl CmdSyncBenchConfig {
+    /// Checks every field's range, the cost table and the SMMU configuration.
     pub fn validate(&self) -> Result<(), SmmuHostError> {
         let bad = |field, value: f64, allowed| {
             Err(SmmuHostError::InvalidConfig {
@@ -272,32 +286,46 @@ impl CmdSyncBenchConfig {
 /// What the CPUs did, summed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct HostCounters {
+    /// Iterations (unmaps or bare syncs) CPUs started.
     pub iterations_started: u64,
+    /// Iterations that returned.
     pub iterations_done: u64,
     /// Calls that published PROD (owners).
     pub owners: u64,
     /// CAS attempts on llq, and how many lost the race.
     pub llq_cas: u64,
+    /// CAS attempts on llq that found it changed and retried.
     pub llq_cas_failed: u64,
     /// Entries into the queue-full wait (its exclusive trylock attempt).
     pub full_waits: u64,
     /// WFE or monitor waits that actually slept.
     pub sleeps: u64,
+    /// Sleeping CPUs woken because another agent wrote the monitored line.
     pub wakes_by_monitor: u64,
+    /// Sleeping CPUs woken by an SEV from the SMMU.
     pub wakes_by_sev: u64,
+    /// Sleeping CPUs woken by the event stream tick.
     pub wakes_by_event_stream: u64,
+    /// `cpu_relax()` calls.
     pub cpu_relax: u64,
+    /// `udelay()` calls.
     pub udelays: u64,
+    /// Microseconds of `udelay()`, all calls together.
     pub udelay_us: u64,
+    /// MMIO reads of SMMU_CMDQ_CONS.
     pub cons_reads: u64,
+    /// MMIO writes of SMMU_CMDQ_PROD.
     pub prod_writes: u64,
+    /// Waits that gave up after `POLL_TIMEOUT_NS` (queue full or CMD_SYNC).
     pub timeouts: u64,
 }
 
 /// The result of one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct CmdSyncBenchResult {
+    /// How CMD_SYNC completion was awaited.
     pub poll_mode: SyncPollMode,
+    /// CPUs that issued.
     pub cpus: u32,
     /// Latency of each measured call (from the first command-queue operation to the
     /// return of `issue_cmdlist` with its CMD_SYNC complete), nanoseconds, in
@@ -307,9 +335,13 @@ pub struct CmdSyncBenchResult {
     pub unmaps: u64,
     /// Length of the measurement window.
     pub window: Duration,
+    /// `unmaps` divided by `window`, per second.
     pub unmaps_per_sec: f64,
+    /// The SMMU command queue's counters.
     pub cmdq: CmdqCounters,
+    /// What the CPUs did, summed.
     pub host: HostCounters,
+    /// Events the harness's engine handled.
     pub events: u64,
     /// Simulated time at the end of the run.
     pub end: SimTime,
@@ -326,9 +358,11 @@ impl CmdSyncBenchResult {
         let rank = (p.clamp(0.0, 1.0) * v.len() as f64).ceil().max(1.0) as usize;
         v[rank - 1]
     }
+    /// Median call latency, ns (NaN if none was measured).
     pub fn p50_ns(&self) -> f64 {
         self.percentile_ns(0.5)
     }
+    /// 99th-percentile call latency, ns (NaN if none was measured).
     pub fn p99_ns(&self) -> f64 {
         self.percentile_ns(0.99)
     }

@@ -36,11 +36,11 @@ pub const GITS_CREADR: u64 = 0x0090;
 /// page, 64 KB above the control page). The 32-bit value written is the EventID.
 pub const GITS_TRANSLATER: u64 = 0x1_0040;
 
-/// GITS_TYPER.Devbits, bits [17:13]: DeviceID bits minus one.
+/// GITS_TYPER.Devbits, bits \[17:13\]: DeviceID bits minus one.
 pub const GITS_TYPER_DEVBITS_SHIFT: u32 = 13;
-/// GITS_TYPER.ID_bits, bits [12:8]: EventID bits minus one.
+/// GITS_TYPER.ID_bits, bits \[12:8\]: EventID bits minus one.
 pub const GITS_TYPER_IDBITS_SHIFT: u32 = 8;
-/// GITS_TYPER.HCC, bits [31:24]: collections held in hardware.
+/// GITS_TYPER.HCC, bits \[31:24\]: collections held in hardware.
 pub const GITS_TYPER_HCC_SHIFT: u32 = 24;
 /// GITS_TYPER.Physical, bit 0: physical LPIs supported.
 pub const GITS_TYPER_PHYSICAL: u64 = 1;

@@ -3,7 +3,7 @@
 //! priorities, 12 for ICC_IAR1_EL1, ICC_EOIR1_EL1, ICC_PMR_EL1, GICR_CTLR).
 //!
 //! - LPI configuration (GICR_PROPBASER's table, one byte per LPI: priority in bits
-//!   [7:2], bit 1 RES1, enable in bit 0) is shared by every redistributor
+//!   \[7:2\], bit 1 RES1, enable in bit 0) is shared by every redistributor
 //!   ([`LpiConfigTable`]).
 //! - Each redistributor keeps its CPU's pending LPIs (the pending table). LPIs are
 //!   edge-triggered and have no active state: a second LPI of the same INTID while it
@@ -35,7 +35,7 @@ pub const GICR_PENDBASER: u64 = 0x0078;
 pub const LPI_CFG_ENABLE: u8 = 1 << 0;
 /// LPI configuration byte: bit 1 is RES1.
 pub const LPI_CFG_RES1: u8 = 1 << 1;
-/// LPI configuration byte: priority, bits [7:2] (the two low priority bits are 0).
+/// LPI configuration byte: priority, bits \[7:2\] (the two low priority bits are 0).
 pub const LPI_CFG_PRIORITY_MASK: u8 = 0xfc;
 /// The idle running priority (no interrupt active).
 pub const IDLE_PRIORITY: u8 = 0xff;
@@ -47,7 +47,7 @@ pub const LINUX_LPI_PRIORITY: u8 = 0xa0;
 /// One LPI's configuration byte, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LpiConfig {
-    /// Priority; only bits [7:2] are stored. Lower is more urgent.
+    /// Priority; only bits \[7:2\] are stored. Lower is more urgent.
     pub priority: u8,
     pub enabled: bool,
 }

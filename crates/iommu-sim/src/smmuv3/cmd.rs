@@ -1,7 +1,7 @@
 //! Command queue entries: opcodes, field layouts, encode and decode.
 //!
 //! Every command is 16 bytes, two little-endian 64-bit words, with the opcode in bits
-//! [7:0] of the first (IHI 0070 4.1). Field positions follow the command descriptions of
+//! \[7:0\] of the first (IHI 0070 4.1). Field positions follow the command descriptions of
 //! IHI 0070 chapter 4: 4.3 configuration invalidation (CMD_CFGI_*), 4.4 TLB invalidation
 //! (CMD_TLBI_*), 4.7.3 CMD_SYNC. Commands the model does not act on (prefetch, ATS, PRI,
 //! stall, EL2/EL3 and stage-2 TLBIs) still decode, as [`Command::Other`], and cost a
@@ -87,37 +87,37 @@ pub const DEFINED_OPCODES: [u8; 24] = [
     CMD_SYNC,
 ];
 
-/// Opcode, word 0 bits [7:0].
+/// Opcode, word 0 bits \[7:0\].
 pub const CMD_OP_MASK: u64 = 0xff;
-/// CMD_CFGI_*: StreamID, word 0 bits [63:32].
+/// CMD_CFGI_*: StreamID, word 0 bits \[63:32\].
 pub const CFGI_SID_SHIFT: u32 = 32;
 /// CMD_CFGI_STE: Leaf, word 1 bit 0.
 pub const CFGI_LEAF: u64 = 1;
-/// CMD_CFGI_STE_RANGE: Range, word 1 bits [4:0] (2^(Range+1) StreamIDs; 31 = all).
+/// CMD_CFGI_STE_RANGE: Range, word 1 bits \[4:0\] (2^(Range+1) StreamIDs; 31 = all).
 pub const CFGI_RANGE_MASK: u64 = 0x1f;
-/// CMD_TLBI_*: NUM, word 0 bits [16:12] (range invalidation, SMMUv3.2 RIL).
+/// CMD_TLBI_*: NUM, word 0 bits \[16:12\] (range invalidation, SMMUv3.2 RIL).
 pub const TLBI_NUM_SHIFT: u32 = 12;
-/// CMD_TLBI_*: SCALE, word 0 bits [24:20].
+/// CMD_TLBI_*: SCALE, word 0 bits \[24:20\].
 pub const TLBI_SCALE_SHIFT: u32 = 20;
-/// CMD_TLBI_*: VMID, word 0 bits [47:32].
+/// CMD_TLBI_*: VMID, word 0 bits \[47:32\].
 pub const TLBI_VMID_SHIFT: u32 = 32;
-/// CMD_TLBI_*: ASID, word 0 bits [63:48].
+/// CMD_TLBI_*: ASID, word 0 bits \[63:48\].
 pub const TLBI_ASID_SHIFT: u32 = 48;
 /// CMD_TLBI_*_VA: Leaf, word 1 bit 0.
 pub const TLBI_LEAF: u64 = 1;
-/// CMD_TLBI_*_VA: TG (translation granule of the range), word 1 bits [11:10].
+/// CMD_TLBI_*_VA: TG (translation granule of the range), word 1 bits \[11:10\].
 pub const TLBI_TG_SHIFT: u32 = 10;
-/// CMD_TLBI_*_VA: Address[63:12], word 1 bits [63:12].
+/// CMD_TLBI_*_VA: Address\[63:12\], word 1 bits \[63:12\].
 pub const TLBI_ADDR_MASK: u64 = !0xfff;
-/// CMD_SYNC: ComplSignal (CS), word 0 bits [13:12].
+/// CMD_SYNC: ComplSignal (CS), word 0 bits \[13:12\].
 pub const SYNC_CS_SHIFT: u32 = 12;
-/// CMD_SYNC: MSH, word 0 bits [23:22] (0b11 Inner Shareable).
+/// CMD_SYNC: MSH, word 0 bits \[23:22\] (0b11 Inner Shareable).
 pub const SYNC_MSH_SHIFT: u32 = 22;
-/// CMD_SYNC: MSIAttr, word 0 bits [27:24] (0xF: Inner/Outer write-back cacheable).
+/// CMD_SYNC: MSIAttr, word 0 bits \[27:24\] (0xF: Inner/Outer write-back cacheable).
 pub const SYNC_MSIATTR_SHIFT: u32 = 24;
-/// CMD_SYNC: MSIData, word 0 bits [63:32].
+/// CMD_SYNC: MSIData, word 0 bits \[63:32\].
 pub const SYNC_MSIDATA_SHIFT: u32 = 32;
-/// CMD_SYNC: MSIAddress[55:2], word 1 bits [55:2].
+/// CMD_SYNC: MSIAddress\[55:2\], word 1 bits \[55:2\].
 pub const SYNC_MSIADDR_MASK: u64 = ((1u64 << 56) - 1) & !0x3;
 
 /// CMD_SYNC ComplSignal (4.7.3).

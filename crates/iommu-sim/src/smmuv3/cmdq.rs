@@ -486,7 +486,7 @@ impl CommandQueue {
         self.prod.0
     }
 
-    /// SMMU_CMDQ_CONS read: RD and RD_WRAP, and ERR in bits [30:24] while a command
+    /// SMMU_CMDQ_CONS read: RD and RD_WRAP, and ERR in bits \[30:24\] while a command
     /// error is active.
     pub fn read_cons(&self) -> u32 {
         let err = self

@@ -19,7 +19,7 @@ use serde::Serialize;
 /// Largest log2 queue size the architecture allows (3.5.1, SMMU_IDR1.CMDQS max 19).
 pub const MAX_QUEUE_LOG2: u8 = 19;
 
-/// A raw PROD/CONS value: index in bits [n-1:0], wrap flag in bit [n], anything above
+/// A raw PROD/CONS value: index in bits [n-1:0], wrap flag in bit \[n\], anything above
 /// is ignored by the queue arithmetic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct QueuePtr(pub u32);

@@ -38,21 +38,21 @@ pub const IDR0_S1P: u32 = 1 << 1;
 /// SMMU_IDR0.S2P, bit 0: stage 2 translation supported.
 pub const IDR0_S2P: u32 = 1 << 0;
 
-/// SMMU_IDR1.CMDQS, bits [25:21]: maximum log2 of the Command queue entries (<= 19).
+/// SMMU_IDR1.CMDQS, bits \[25:21\]: maximum log2 of the Command queue entries (<= 19).
 pub const IDR1_CMDQS_SHIFT: u32 = 21;
 pub const IDR1_CMDQS_MASK: u32 = 0x1f;
-/// SMMU_IDR1.EVENTQS, bits [20:16]: maximum log2 of the Event queue entries.
+/// SMMU_IDR1.EVENTQS, bits \[20:16\]: maximum log2 of the Event queue entries.
 pub const IDR1_EVENTQS_SHIFT: u32 = 16;
 
-/// SMMU_CMDQ_BASE.LOG2SIZE, bits [4:0].
+/// SMMU_CMDQ_BASE.LOG2SIZE, bits \[4:0\].
 pub const CMDQ_BASE_LOG2SIZE_MASK: u64 = 0x1f;
-/// SMMU_CMDQ_BASE.ADDR, bits [55:5].
+/// SMMU_CMDQ_BASE.ADDR, bits \[55:5\].
 pub const CMDQ_BASE_ADDR_MASK: u64 = ((1u64 << 56) - 1) & !0x1f;
 
-/// SMMU_CMDQ_PROD.WR / SMMU_CMDQ_CONS.RD: bits [19:0], index in [QS-1:0] and the wrap
-/// flag at bit [QS] (6.3.27, 6.3.28).
+/// SMMU_CMDQ_PROD.WR / SMMU_CMDQ_CONS.RD: bits \[19:0\], index in [QS-1:0] and the wrap
+/// flag at bit \[QS\] (6.3.27, 6.3.28).
 pub const QUEUE_INDEX_FIELD_MASK: u32 = (1 << 20) - 1;
-/// SMMU_CMDQ_CONS.ERR, bits [30:24]: reason code of the active command error.
+/// SMMU_CMDQ_CONS.ERR, bits \[30:24\]: reason code of the active command error.
 pub const CMDQ_CONS_ERR_SHIFT: u32 = 24;
 pub const CMDQ_CONS_ERR_MASK: u32 = 0x7f;
 

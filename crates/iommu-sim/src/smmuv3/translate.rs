@@ -45,7 +45,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// STE word 0, V (bit 0): the entry is valid (IHI 0070 5.2).
 pub const STE_V: u64 = 1;
-/// STE word 0, Config (bits [3:1]).
+/// STE word 0, Config (bits \[3:1\]).
 pub const STE_CONFIG_SHIFT: u32 = 1;
 pub const STE_CONFIG_MASK: u64 = 0b111;
 /// STE.Config = 0b000: abort all transactions, no event.
@@ -80,7 +80,7 @@ pub enum EventId {
 }
 
 impl EventId {
-    /// The event number in the record's bits [7:0].
+    /// The event number in the record's bits \[7:0\].
     pub fn code(self) -> u8 {
         match self {
             EventId::CBadStreamId => 0x02,
