@@ -32,11 +32,25 @@ impl Priority {
     pub const CONTROL: Priority = Priority(250);
 }
 
+/// The ordering key packed in one integer: time in the high 64 bits, then the
+/// priority (8 bits), then the insertion sequence (56 bits, 7.2e16 events, far more
+/// than any run schedules). One integer comparison orders events, and the key is 16
+/// bytes instead of 24, which matters because the heap moves entries on every push and
+/// pop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    time: SimTime,
-    priority: Priority,
-    seq: u64,
+struct Key(u128);
+
+const SEQ_BITS: u32 = 56;
+
+impl Key {
+    fn new(time: SimTime, priority: Priority, seq: u64) -> Key {
+        assert!(seq < 1 << SEQ_BITS, "event sequence number overflowed 56 bits");
+        Key(((time.0 as u128) << 64) | ((priority.0 as u128) << SEQ_BITS) | seq as u128)
+    }
+
+    fn time(self) -> SimTime {
+        SimTime((self.0 >> 64) as u64)
+    }
 }
 
 struct Entry<E> {
@@ -122,11 +136,7 @@ impl<E> EventQueue<E> {
             "event scheduled into the past: at {at} but now is {}",
             self.now
         );
-        let key = Key {
-            time: at,
-            priority,
-            seq: self.next_seq,
-        };
+        let key = Key::new(at, priority, self.next_seq);
         self.next_seq += 1;
         self.heap.push(Entry { key, event });
     }
@@ -138,15 +148,15 @@ impl<E> EventQueue<E> {
 
     /// Time of the next event, if any.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.key.time)
+        self.heap.peek().map(|e| e.key.time())
     }
 
     /// Removes the earliest event and advances `now` to its time.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         let entry = self.heap.pop()?;
-        self.now = entry.key.time;
+        self.now = entry.key.time();
         self.popped += 1;
-        Some((entry.key.time, entry.event))
+        Some((entry.key.time(), entry.event))
     }
 
     /// Pops the earliest event only if it is due at or before `limit`.

@@ -4,7 +4,7 @@
 use devices::{DsaQueue, DsaWorkQueue, SubmitOutcome};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use sim_core::{Duration, SimTime};
+use sim_core::SimTime;
 
 use super::scenario::ClosedLoopConfig;
 use super::{Event, System};
@@ -135,7 +135,7 @@ impl System {
 
     /// A descriptor written by the host reaches a closed-loop work queue.
     pub(super) fn on_dsa_submit(&mut self, now: SimTime, device: u32) {
-        let retry_after = Duration::from_ns_f64(self.costs.device.doorbell_write_ns);
+        let retry_after = self.timing.doorbell_write;
         let DeviceModel::Closed { wq, .. } = &mut self.devices[device as usize].model else {
             unreachable!("DsaSubmit for an open-loop device");
         };
@@ -186,7 +186,7 @@ impl System {
         served: usize,
     ) -> f64 {
         let freq = self.freq;
-        let doorbell = Duration::from_ns_f64(self.costs.device.doorbell_write_ns);
+        let doorbell = self.timing.doorbell_write;
         let d = &mut self.devices[device as usize];
         let body = d.handler_cycles;
         let DeviceModel::Closed { job, unreaped, .. } = &mut d.model else {

@@ -734,7 +734,7 @@ impl System {
         let freq = self.freq;
         let cost = match work {
             Deferred::NvmeSubmit { .. } => {
-                let d = freq.cycles_f64(self.costs.nvme_host.submit_cycles);
+                let d = self.timing.nvme_submit;
                 self.cpus[cpu as usize].time.app += d;
                 d
             }

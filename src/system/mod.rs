@@ -166,6 +166,30 @@ pub struct System {
     end_of_scenario: SimTime,
     wall: std::time::Duration,
     observer: Option<Box<dyn Observer>>,
+    /// Fixed costs converted to time once, so the hot path does no float rounding.
+    timing: Timing,
+}
+
+/// Cost-table entries that every event would otherwise convert again.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    msi_write: Duration,
+    doorbell_write: Duration,
+    irq_entry: Duration,
+    irq_exit: Duration,
+    nvme_submit: Duration,
+}
+
+impl Timing {
+    fn new(costs: &Costs, freq: Freq) -> Timing {
+        Timing {
+            msi_write: Duration::from_ns_f64(costs.device.msi_write_ns),
+            doorbell_write: Duration::from_ns_f64(costs.device.doorbell_write_ns),
+            irq_entry: freq.cycles_f64(costs.cpu.irq_entry_cycles),
+            irq_exit: freq.cycles_f64(costs.cpu.irq_exit_cycles),
+            nvme_submit: freq.cycles_f64(costs.nvme_host.submit_cycles),
+        }
+    }
 }
 
 impl System {
@@ -321,6 +345,7 @@ impl System {
         })?;
 
         let queue = EventQueue::with_capacity(1024);
+        let costs_for_timing = costs.clone();
         let mut system = System {
             name: sc.name.clone(),
             seed: sc.seed,
@@ -362,6 +387,7 @@ impl System {
             costs,
             wall: std::time::Duration::ZERO,
             observer: None,
+            timing: Timing::new(&costs_for_timing, freq),
         };
         system.start_devices();
         system.start_io();
@@ -519,7 +545,7 @@ impl System {
         let vector = c.apic.acknowledge().expect("deliverable() was Some");
         c.interrupts_taken += 1;
         c.state = CpuState::Entering(vector);
-        let cost = self.freq.cycles_f64(self.costs.cpu.irq_entry_cycles);
+        let cost = self.timing.irq_entry;
         c.time.irq_entry += cost;
         if !self.is_notification(vector) {
             self.ledger.acknowledged(cpu as usize, vector);
@@ -614,7 +640,7 @@ impl System {
             Step::Done => {
                 self.cpus[c].coroutine = None;
                 self.cpus[c].state = CpuState::Exiting;
-                let cost = self.freq.cycles_f64(self.costs.cpu.irq_exit_cycles);
+                let cost = self.timing.irq_exit;
                 self.cpus[c].time.irq_exit += cost;
                 self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqExit);
                 cost

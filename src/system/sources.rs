@@ -7,7 +7,7 @@
 //! waiting for credit are served round robin as credits come back.
 
 use serde::Serialize;
-use sim_core::{Duration, MsiMessage, SimTime};
+use sim_core::{MsiMessage, SimTime};
 
 use super::ledger::MsiToken;
 use super::{Event, InFlightMsi, SimEvent, System};
@@ -112,7 +112,7 @@ impl System {
             device: source,
             msi: token,
         });
-        let arrive = now + Duration::from_ns_f64(self.costs.device.msi_write_ns);
+        let arrive = now + self.timing.msi_write;
         self.queue.schedule(
             arrive,
             Priority::DEVICE,
