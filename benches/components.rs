@@ -4,7 +4,9 @@
 
 use divan::counter::ItemsCount;
 use divan::Bencher;
-use iommu_sim::vtd::{msi::encode_remappable, InterruptRemapper, Irte, PostedIrte, RemapConfig, SourceCheck};
+use iommu_sim::vtd::{
+    msi::encode_remappable, InterruptRemapper, Irte, PostedIrte, RemapConfig, SourceCheck,
+};
 use pid_model::desc::ON_BIT;
 use pid_model::{Agent, LineCosts, LineOp, PiDesc, PidLine};
 use sim_core::{Freq, SimTime, Vector};
@@ -24,7 +26,13 @@ fn pid_line_handler_and_post(b: Bencher) {
     let cpu = Agent::core(0, 0);
     let iommu = Agent::iommu(0);
     let ops = [
-        (iommu, LineOp::IommuPost { vector: Vector(0x21), urg: false }),
+        (
+            iommu,
+            LineOp::IommuPost {
+                vector: Vector(0x21),
+                urg: false,
+            },
+        ),
         (cpu, LineOp::Load { word: 0 }),
         (cpu, LineOp::Load { word: 1 }),
         (cpu, LineOp::Load { word: 2 }),
@@ -32,17 +40,18 @@ fn pid_line_handler_and_post(b: Bencher) {
         (cpu, LineOp::Xchg { word: 0, value: 0 }),
         (cpu, LineOp::LockedBitClear { bit: ON_BIT }),
     ];
-    b.counter(ItemsCount::new(OPS * ops.len() as u64)).bench_local(|| {
-        let mut line = PidLine::with_desc(PiDesc::new(Vector(0xeb), 0), 0);
-        let mut total = sim_core::Duration::ZERO;
-        for _ in 0..OPS {
-            for (agent, op) in ops {
-                total += line.cost(agent, &op, &costs, freq);
-                let _ = line.perform(agent, op);
+    b.counter(ItemsCount::new(OPS * ops.len() as u64))
+        .bench_local(|| {
+            let mut line = PidLine::with_desc(PiDesc::new(Vector(0xeb), 0), 0);
+            let mut total = sim_core::Duration::ZERO;
+            for _ in 0..OPS {
+                for (agent, op) in ops {
+                    total += line.cost(agent, &op, &costs, freq);
+                    let _ = line.perform(agent, op);
+                }
             }
-        }
-        total
-    });
+            total
+        });
 }
 
 /// Remapping a remappable-format MSI through a posted IRTE (IEC hit after the first)

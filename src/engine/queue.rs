@@ -44,7 +44,10 @@ const SEQ_BITS: u32 = 56;
 
 impl Key {
     fn new(time: SimTime, priority: Priority, seq: u64) -> Key {
-        assert!(seq < 1 << SEQ_BITS, "event sequence number overflowed 56 bits");
+        assert!(
+            seq < 1 << SEQ_BITS,
+            "event sequence number overflowed 56 bits"
+        );
         Key(((time.0 as u128) << 64) | ((priority.0 as u128) << SEQ_BITS) | seq as u128)
     }
 
