@@ -12,6 +12,7 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ("vmd-remap", include_str!("../scenarios/vmd-remap.toml")),
     ("nic-napi", include_str!("../scenarios/nic-napi.toml")),
     ("large", include_str!("../scenarios/large.toml")),
+    ("arm-nvme", include_str!("../scenarios/arm-nvme.toml")),
 ];
 
 /// The TOML text of an embedded scenario.

@@ -14,3 +14,10 @@ pub async fn handle_edge_msi(cpu: &CpuPort, vector: Vector) {
     cpu.eoi().await;
     cpu.handle_vector(vector).await;
 }
+
+/// An LPI on Arm (GICv3, EOImode 0): Linux's `handle_fasteoi_irq` runs the handler and
+/// then writes ICC_EOIR1 (`gic_eoi_irq`), after the acknowledge done at entry.
+pub async fn handle_fasteoi_irq(cpu: &CpuPort, vector: Vector) {
+    cpu.handle_vector(vector).await;
+    cpu.eoi().await;
+}

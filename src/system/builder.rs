@@ -43,6 +43,7 @@ impl Scenario {
                 seed: 0,
                 duration_us: 1000.0,
                 mode: DeliveryMode::Posted,
+                arch: Default::default(),
                 variant: "copy-then-xchg".into(),
                 max_loops: crate::kernel::DEFAULT_MAX_LOOPS,
                 cpus: CpuConfig::default(),

@@ -162,6 +162,10 @@ pub struct Cpu {
     pub deferred: std::collections::VecDeque<Deferred>,
     /// When the activity in progress (if any) ends.
     pub activity_end: sim_core::SimTime,
+    /// The GICv3 redistributor, on Arm systems (then `apic` is unused).
+    pub gic: Option<apic_sim::gic::Redistributor>,
+    /// LPIs acknowledged and not yet EOI'd, innermost last.
+    pub gic_active: Vec<u32>,
 }
 
 impl Cpu {
@@ -181,6 +185,8 @@ impl Cpu {
             handler_of_vector: [HandlerRef::None; 256],
             deferred: std::collections::VecDeque::new(),
             activity_end: sim_core::SimTime::ZERO,
+            gic: None,
+            gic_active: Vec::new(),
         }
     }
 

@@ -17,6 +17,8 @@ use crate::engine::Priority;
 #[derive(Clone, Copy, Debug)]
 pub(super) enum IommuStage {
     Remap(RemapAction),
+    /// Arm: the SMMU and ITS have routed the write (an LPI, or a drop).
+    Arm(crate::kernel::smmu::ArmMsiRoute),
     /// The atomic update of CPU `cpu`'s descriptor, begun at `started`.
     PostWrite {
         cpu: u32,
@@ -74,6 +76,24 @@ impl System {
         self.credit_returned(now, unit);
         let src = &self.sources[msi.source as usize];
         let (message, source_id) = (src.message, src.source_id);
+        if let Some(arm) = self.arm.as_mut() {
+            // Arm: the SMMU translates the doorbell write and the ITS maps it to an LPI.
+            let route = crate::kernel::smmu::route_arm_msi(
+                now,
+                &mut arm.smmu,
+                &mut arm.its,
+                source_id as u32,
+                message,
+            );
+            let at = match route {
+                crate::kernel::smmu::ArmMsiRoute::Lpi { at, .. }
+                | crate::kernel::smmu::ArmMsiRoute::Dropped { at, .. } => at.max(now),
+            };
+            self.iommus[u].current = Some((msi, IommuStage::Arm(route)));
+            self.queue
+                .schedule(at, Priority::IOMMU, Event::IommuStageDone { unit });
+            return;
+        }
         let out = self.iommus[u].remapper.remap(now, &message, source_id);
         self.iommus[u].current = Some((msi, IommuStage::Remap(out.action)));
         self.queue.schedule(
@@ -152,6 +172,32 @@ impl System {
         }
         let (msi, stage) = self.iommus[u].current.take().expect("checked above");
         match stage {
+            IommuStage::Arm(route) => {
+                self.ledger.iommu -= 1;
+                match route {
+                    crate::kernel::smmu::ArmMsiRoute::Lpi { cpu, intid, .. } => {
+                        self.ledger.fabric += 1;
+                        let signal = self
+                            .arm
+                            .as_ref()
+                            .expect("an Arm stage means an Arm system")
+                            .cpu_costs
+                            .signal();
+                        self.queue.schedule(
+                            now + signal,
+                            Priority::APIC,
+                            Event::GicLpi {
+                                cpu: cpu.0,
+                                intid,
+                                msi: msi.token,
+                            },
+                        );
+                    }
+                    crate::kernel::smmu::ArmMsiRoute::Dropped { reason, .. } => {
+                        self.drop_msi(now, msi.token, super::arm::drop_reason(reason));
+                    }
+                }
+            }
             IommuStage::Remap(RemapAction::Blocked { reason, .. }) => {
                 self.ledger.iommu -= 1;
                 self.drop_msi(now, msi.token, reason.name());

@@ -11,6 +11,7 @@
 //!  LAPIC ─▶ CPU (idle, IF=1): entry ─▶ kernel algorithm (one event per operation) ─▶ exit
 //! ```
 
+pub mod arm;
 pub mod builder;
 pub mod costs;
 pub mod cpu;
@@ -127,6 +128,8 @@ enum Event {
     },
     /// The CPU's current activity (entry, one operation, exit) completes.
     CpuStep { cpu: u32 },
+    /// An LPI reaches CPU `cpu`'s redistributor (Arm).
+    GicLpi { cpu: u32, intid: u32, msi: MsiToken },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -166,6 +169,8 @@ pub struct System {
     end_of_scenario: SimTime,
     wall: std::time::Duration,
     observer: Option<Box<dyn Observer>>,
+    /// The SMMU, ITS and LPI tables when `arch = "arm"`.
+    arm: Option<arm::ArmPath>,
     /// Fixed costs converted to time once, so the hot path does no float rounding.
     timing: Timing,
 }
@@ -246,6 +251,17 @@ impl System {
         let mut remapper = InterruptRemapper::new(remap_config)
             .map_err(|e| ScenarioError::invalid_from("iommu", e))?;
 
+        let mut arm = match sc.arch {
+            scenario::Arch::Arm => Some(arm::ArmPath::new(sc.cpus.count)?),
+            scenario::Arch::X86 => None,
+        };
+        if arm.is_some() {
+            for (c, cpu) in cpus.iter_mut().enumerate() {
+                let mut rd = apic_sim::gic::Redistributor::new(sim_core::CpuId(c as u32));
+                rd.set_enable_lpis(true);
+                cpu.gic = Some(rd);
+            }
+        }
         let fabric = InterruptMessageFabric::new(&costs.fabric)
             .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
         let mut devices = Vec::with_capacity(sc.devices.len());
@@ -254,13 +270,17 @@ impl System {
             let cpu = sc.target_cpu_of(i, &apic_to_cpu);
             let vector = Vector(d.vector as u8);
             let index = sc.irte_index_of(i);
-            let irte = make_irte(sc, cpu, vector, d.source_id)?;
-            remapper
-                .set_irte(index, irte)
-                .map_err(|e| ScenarioError::invalid_from(&format!("devices[{i}].irte_index"), e))?;
             cpus[cpu as usize].register_handler(vector, HandlerRef::Dsa(i as u32));
-            let handle = d.msi_handle.unwrap_or(index) as u16;
-            let message = encode_remappable(handle, false, 0);
+            let message = match &mut arm {
+                Some(arm) => arm.add_source(d.source_id, cpu, vector, d.msi_handle)?,
+                None => {
+                    let irte = make_irte(sc, cpu, vector, d.source_id)?;
+                    remapper.set_irte(index, irte).map_err(|e| {
+                        ScenarioError::invalid_from(&format!("devices[{i}].irte_index"), e)
+                    })?;
+                    encode_remappable(d.msi_handle.unwrap_or(index) as u16, false, 0)
+                }
+            };
             let name = if d.name.is_empty() {
                 format!("device{i}")
             } else {
@@ -326,13 +346,19 @@ impl System {
             }
             let index = next_irte;
             used_irtes.insert(index);
-            remapper
-                .set_irte(index, make_irte(sc, cpu, vector, source_id)?)
-                .map_err(|e| ScenarioError::invalid_from("iommu.irte_entries", e))?;
+            let message = match &mut arm {
+                Some(arm) => arm.add_source(source_id, cpu, vector, None)?,
+                None => {
+                    remapper
+                        .set_irte(index, make_irte(sc, cpu, vector, source_id)?)
+                        .map_err(|e| ScenarioError::invalid_from("iommu.irte_entries", e))?;
+                    encode_remappable(index as u16, false, 0)
+                }
+            };
             cpus[cpu as usize].register_handler(vector, handler);
             sources.push(MsiSource::new(
                 name,
-                encode_remappable(index as u16, false, 0),
+                message,
                 source_id,
                 sc.unit_of_cpu(cpu),
             ));
@@ -387,6 +413,7 @@ impl System {
             costs,
             wall: std::time::Duration::ZERO,
             observer: None,
+            arm,
             timing: Timing::new(&costs_for_timing, freq),
         };
         system.start_devices();
@@ -501,6 +528,7 @@ impl System {
                 self.on_apic_message(now, cpu, vector, level, msi)
             }
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
+            Event::GicLpi { cpu, intid, msi } => self.on_gic_lpi(now, cpu, intid, msi),
         }
     }
 
@@ -538,20 +566,57 @@ impl System {
         if c.state != CpuState::Idle {
             return;
         }
-        if c.apic.deliverable().is_none() {
-            self.start_deferred(now, cpu);
-            return;
-        }
-        let vector = c.apic.acknowledge().expect("deliverable() was Some");
+        let mut cost = self.timing.irq_entry;
+        let vector = if let Some(gic) = c.gic.as_mut() {
+            if gic.highest_signalled().is_none() {
+                self.start_deferred(now, cpu);
+                return;
+            }
+            // ICC_IAR1_EL1: acknowledge the highest pending LPI.
+            let intid = gic.acknowledge();
+            let arm = self.arm.as_ref().expect("a GIC means an Arm system");
+            let Some((_, slot)) = arm.slot_of(intid) else {
+                return; // spurious (1023): nothing to run
+            };
+            c.gic_active.push(intid);
+            cost += arm.cpu_costs.iar_read(self.freq);
+            slot
+        } else {
+            if c.apic.deliverable().is_none() {
+                self.start_deferred(now, cpu);
+                return;
+            }
+            c.apic.acknowledge().expect("deliverable() was Some")
+        };
+        let c = &mut self.cpus[cpu as usize];
         c.interrupts_taken += 1;
         c.state = CpuState::Entering(vector);
-        let cost = self.timing.irq_entry;
         c.time.irq_entry += cost;
         if !self.is_notification(vector) {
             self.ledger.acknowledged(cpu as usize, vector);
         }
         self.schedule_cpu_step(cpu, now + cost);
         self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqEntry { vector });
+    }
+
+    /// An LPI reaches a redistributor: pending (or merged with a pending one), or
+    /// dropped when the redistributor has LPIs disabled.
+    fn on_gic_lpi(&mut self, now: SimTime, cpu: u32, intid: u32, msi: MsiToken) {
+        use apic_sim::gic::PendOutcome;
+        self.ledger.fabric -= 1;
+        let arm = self.arm.as_ref().expect("LPIs only on Arm");
+        let (_, slot) = arm.slot_of(intid).expect("every mapped LPI has a slot");
+        let c = cpu as usize;
+        let gic = self.cpus[c]
+            .gic
+            .as_mut()
+            .expect("an Arm CPU has a redistributor");
+        match gic.set_pending(intid, &arm.lpis) {
+            PendOutcome::Pending { .. } => self.ledger.accepted_in_irr(c, slot, msi, false),
+            PendOutcome::Merged => self.ledger.accepted_in_irr(c, slot, msi, true),
+            PendOutcome::LpisDisabled => self.drop_msi(now, msi, "lpis_disabled"),
+        }
+        self.try_take_interrupt(now, cpu);
     }
 
     /// The CPU's current activity ends at `at`.
@@ -572,6 +637,10 @@ impl System {
             CpuState::Entering(vector) => {
                 let co = if self.is_notification(vector) {
                     Coroutine::from_boxed(|port| self.handler.run(CpuPort::new(port)))
+                } else if self.arm.is_some() {
+                    Coroutine::new(move |port| async move {
+                        baseline::handle_fasteoi_irq(&CpuPort::new(port), vector).await
+                    })
                 } else {
                     Coroutine::new(move |port| async move {
                         baseline::handle_edge_msi(&CpuPort::new(port), vector).await
@@ -623,7 +692,16 @@ impl System {
             return value;
         }
         if op == CpuOp::Eoi {
-            let _ = self.cpus[cpu as usize].apic.eoi();
+            let c = &mut self.cpus[cpu as usize];
+            match c.gic.as_mut() {
+                Some(gic) => {
+                    let intid = c.gic_active.pop().expect("EOI of an acknowledged LPI");
+                    let _ = gic.eoi(intid);
+                }
+                None => {
+                    let _ = c.apic.eoi();
+                }
+            }
         }
         0
     }
@@ -694,7 +772,10 @@ impl System {
                 cost
             }
             CpuOp::Eoi => {
-                let cost = self.freq.cycles(self.costs.apic.wrmsr_eoi_cycles as u64);
+                let cost = match &self.arm {
+                    Some(arm) => arm.cpu_costs.eoir_write(self.freq),
+                    None => self.freq.cycles(self.costs.apic.wrmsr_eoi_cycles as u64),
+                };
                 self.cpus[c].time.eoi += cost;
                 self.emit_cpu_span(cpu, now, cost, CpuActivity::Eoi);
                 cost

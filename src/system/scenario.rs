@@ -43,6 +43,18 @@ impl DeliveryMode {
     }
 }
 
+/// Which interrupt architecture the system has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    /// x86: VT-d interrupt remapping (remapped or posted) and x2APICs.
+    #[default]
+    X86,
+    /// Arm: MSIs are DMA writes to the GICv3 ITS doorbell through the SMMUv3; LPIs on
+    /// each CPU's redistributor. Only `mode = "remapped"` applies (posting is VT-d's).
+    Arm,
+}
+
 /// A whole simulation setup.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +69,9 @@ pub struct Scenario {
     pub duration_us: f64,
     /// Posted or remapped delivery for every device.
     pub mode: DeliveryMode,
+    /// `"x86"` (default) or `"arm"`.
+    #[serde(default)]
+    pub arch: Arch,
     /// The notification handler variant (posted mode), by name.
     #[serde(default = "default_variant")]
     pub variant: String,
@@ -461,6 +476,13 @@ impl Scenario {
     /// Every rule except the variant name, for systems that run a handler given in
     /// code ([`crate::System::with_handler`]), where the scenario's `variant` is unused.
     pub fn validate_system(&self) -> Result<(), ScenarioError> {
+        if self.arch == Arch::Arm && self.mode == DeliveryMode::Posted {
+            return Err(ScenarioError::invalid(
+                "mode",
+                "\"posted\" with arch = \"arm\"",
+                "\"remapped\" on Arm: posted interrupts are a VT-d feature; Arm MSIs become GICv3 LPIs",
+            ));
+        }
         if !(self.duration_us.is_finite() && self.duration_us > 0.0)
             || self.duration_us > MAX_DURATION_US
         {
