@@ -215,32 +215,15 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, super::LATENCY_MAX_NS, 3).expect("static bounds are valid")
 }
 
-fn device_error(e: devices::DeviceError) -> ScenarioError {
-    match e {
-        devices::DeviceError::InvalidParameter {
-            field,
-            value,
-            allowed,
-        } => ScenarioError::Invalid {
-            field,
-            value,
-            allowed,
-        },
-    }
-}
-
 /// Checks the I/O part of a scenario.
 pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     let ncpus = sc.cpus.count;
     let node = NodeCpus::flat(ncpus);
     for (i, d) in sc.nvme.iter().enumerate() {
         let f = format!("nvme[{i}]");
-        d.drive
-            .validate(&format!("{f}.drive"))
-            .map_err(device_error)?;
+        d.drive.validate(&format!("{f}.drive"))?;
         d.affinity
-            .resolve(d.drive.queues, &node, &format!("{f}.affinity"))
-            .map_err(device_error)?;
+            .resolve(d.drive.queues, &node, &format!("{f}.affinity"))?;
         if let Some(v) = d.vmd {
             if v as usize >= sc.vmd.len() {
                 return Err(ScenarioError::invalid(
@@ -279,7 +262,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     }
     for (i, v) in sc.vmd.iter().enumerate() {
         let f = format!("vmd[{i}]");
-        v.vmd.validate(&format!("{f}.vmd")).map_err(device_error)?;
+        v.vmd.validate(&format!("{f}.vmd"))?;
         super::costs::check_non_negative(&format!("{f}.handler_cycles"), v.handler_cycles)?;
     }
     for (i, n) in sc.nics.iter().enumerate() {
@@ -291,17 +274,14 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 "1..=4096",
             ));
         }
-        n.nic.validate(&format!("{f}.nic")).map_err(device_error)?;
-        n.napi
-            .validate(&format!("{f}.napi"))
-            .map_err(device_error)?;
-        n.rx.validate(&format!("{f}.rx")).map_err(device_error)?;
+        n.nic.validate(&format!("{f}.nic"))?;
+        n.napi.validate(&format!("{f}.napi"))?;
+        n.rx.validate(&format!("{f}.rx"))?;
         if let Some(tx) = &n.tx {
-            tx.validate(&format!("{f}.tx")).map_err(device_error)?;
+            tx.validate(&format!("{f}.tx"))?;
         }
         n.affinity
-            .resolve(n.queues, &node, &format!("{f}.affinity"))
-            .map_err(device_error)?;
+            .resolve(n.queues, &node, &format!("{f}.affinity"))?;
         super::costs::check_non_negative(&format!("{f}.handler_cycles"), n.handler_cycles)?;
     }
     Ok(())
@@ -333,8 +313,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     for (i, v) in sc.vmd.iter().enumerate() {
         io.vmd.push(VmdRt {
             name: name_or(&v.name, "vmd", i),
-            domain: VmdDomain::new(v.vmd.clone(), &format!("vmd[{i}].vmd"))
-                .map_err(device_error)?,
+            domain: VmdDomain::new(v.vmd.clone(), &format!("vmd[{i}].vmd"))?,
             handler_cycles: v.handler_cycles,
             vector_source: vec![u32::MAX; v.vmd.vectors as usize],
             child_calls: 0,
@@ -346,8 +325,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
         let name = name_or(&d.name, "nvme", i);
         let targets = d
             .affinity
-            .resolve(d.drive.queues, &node, &format!("nvme[{i}].affinity"))
-            .map_err(device_error)?;
+            .resolve(d.drive.queues, &node, &format!("nvme[{i}].affinity"))?;
         let mut vmd = None;
         let mut queue_source = Vec::with_capacity(targets.len());
         let remapped_by_vmd = match d.vmd {
@@ -358,8 +336,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 let dom = &mut io.vmd[v as usize].domain;
                 // Probe order: the admin queue's vector (0), then the I/O queues'.
                 for irq in 0..=d.drive.queues {
-                    dom.assign(ChildIrq { child, irq }, ChildClass::Nvme)
-                        .map_err(device_error)?;
+                    dom.assign(ChildIrq { child, irq }, ChildClass::Nvme)?;
                 }
                 dom.config().mode == VmdMode::Remap
             }
@@ -384,8 +361,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
         io.nvme.push(NvmeRt {
             rng: b.streams.stream(&name),
             name,
-            drive: NvmeDrive::new(d.drive.clone(), &format!("nvme[{i}].drive"))
-                .map_err(device_error)?,
+            drive: NvmeDrive::new(d.drive.clone(), &format!("nvme[{i}].drive"))?,
             handler_cycles: d.handler_cycles,
             queue_source,
             vmd,
@@ -441,22 +417,15 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
         let name = name_or(&n.name, "nic", i);
         let targets = n
             .affinity
-            .resolve(n.queues, &node, &format!("nics[{i}].affinity"))
-            .map_err(device_error)?;
+            .resolve(n.queues, &node, &format!("nics[{i}].affinity"))?;
         let mut queues = Vec::with_capacity(targets.len());
         for (q, cpu) in targets.iter().enumerate() {
-            let rx =
-                n.rx.generator(&format!("nics[{i}].rx"), None)
-                    .map_err(device_error)?;
+            let rx = n.rx.generator(&format!("nics[{i}].rx"), None)?;
             let tx = match &n.tx {
-                Some(t) => Some(
-                    t.generator(&format!("nics[{i}].tx"), None)
-                        .map_err(device_error)?,
-                ),
+                Some(t) => Some(t.generator(&format!("nics[{i}].tx"), None)?),
                 None => None,
             };
-            let queue = NicQueue::new(n.nic.clone(), &format!("nics[{i}].nic"), Some(rx), tx)
-                .map_err(device_error)?;
+            let queue = NicQueue::new(n.nic.clone(), &format!("nics[{i}].nic"), Some(rx), tx)?;
             let handler = HandlerRef::NicQueue {
                 nic: i as u16,
                 queue: q as u16,

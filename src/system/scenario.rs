@@ -308,6 +308,24 @@ pub enum ScenarioError {
     },
 }
 
+/// A device crate's validation error is a scenario error with the same field, value
+/// and allowed values.
+impl From<devices::DeviceError> for ScenarioError {
+    fn from(e: devices::DeviceError) -> Self {
+        match e {
+            devices::DeviceError::InvalidParameter {
+                field,
+                value,
+                allowed,
+            } => ScenarioError::Invalid {
+                field,
+                value,
+                allowed,
+            },
+        }
+    }
+}
+
 impl ScenarioError {
     /// An [`ScenarioError::Invalid`] for `field`, its `value` and what is `allowed`.
     pub fn invalid(
@@ -690,20 +708,9 @@ impl Scenario {
             }
         }
         super::costs::check_non_negative(&f("handler_cycles"), d.handler_cycles)?;
-        let device_error = |e: devices::DeviceError| match e {
-            devices::DeviceError::InvalidParameter {
-                field,
-                value,
-                allowed,
-            } => ScenarioError::Invalid {
-                field,
-                value,
-                allowed,
-            },
-        };
         match (&d.arrival, &d.closed_loop) {
             (Some(arrival), None) => {
-                arrival.validate(&f("arrival")).map_err(device_error)?;
+                arrival.validate(&f("arrival"))?;
                 if arrival.mean_rate_per_s() < MIN_RATE_PER_S {
                     let (name, value) = match arrival {
                         ArrivalProcess::Fixed { interval_ns } => ("interval_ns", *interval_ns),
@@ -717,7 +724,7 @@ impl Scenario {
                 }
             }
             (None, Some(cl)) => {
-                cl.wq.validate(&f("closed_loop.wq")).map_err(device_error)?;
+                cl.wq.validate(&f("closed_loop.wq"))?;
                 if cl.inflight == 0 || cl.inflight > cl.wq.depth {
                     return Err(ScenarioError::invalid(
                         f("closed_loop.inflight"),

@@ -39,6 +39,7 @@
 //! **Architecture invariant:** nothing in this crate knows time except through the
 //! `now` arguments it is given, and it depends on no other irqsim component.
 
+pub mod lru;
 pub mod smmuv3;
 pub mod vtd;
 

@@ -53,11 +53,11 @@ pub mod cmd;
 pub mod cmdq;
 pub mod device;
 mod error;
-pub mod lru;
 pub mod queue;
 pub mod regs;
 pub mod translate;
 
+pub use crate::lru::{CacheCounters, LruCache};
 pub use cmd::{Command, CommandError, Invalidation, SyncSignal};
 pub use cmdq::{
     CmdqConfig, CmdqCosts, CmdqCounters, CommandQueue, ConsumeEffect, ConsumeOutcome, ConsumeStart,
@@ -65,7 +65,6 @@ pub use cmdq::{
 };
 pub use device::{Smmu, SmmuConfig};
 pub use error::SmmuError;
-pub use lru::{CacheCounters, LruCache};
 pub use queue::{CircularQueue, QueueGeometry, QueuePtr, MAX_QUEUE_LOG2};
 pub use regs::{SmmuFeatures, SyncPollMode};
 pub use translate::{

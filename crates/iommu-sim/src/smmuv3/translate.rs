@@ -38,7 +38,7 @@
 
 use super::cmd::Invalidation;
 use super::error::{check_ns, SmmuError};
-use super::lru::{CacheCounters, LruCache};
+use crate::lru::{CacheCounters, LruCache};
 use serde::{Deserialize, Serialize};
 use sim_core::{Duration, SimTime};
 use std::collections::{BTreeMap, VecDeque};

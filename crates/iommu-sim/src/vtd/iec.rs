@@ -15,126 +15,62 @@
 //! Every operation is O(log capacity).
 
 use super::irte::Irte;
-use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::lru::{CacheCounters, LruCache};
 
-/// Hit/miss/eviction counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct IecCounters {
-    pub hits: u64,
-    pub misses: u64,
-    pub evictions: u64,
-    /// Entries dropped by index-selective or global invalidation.
-    pub invalidated: u64,
-}
+/// Hit/miss/eviction counters of the interrupt entry cache.
+pub type IecCounters = CacheCounters;
 
 /// Fully associative LRU cache of IRTEs keyed by interrupt index.
 #[derive(Clone, Debug)]
-pub struct Iec {
-    capacity: usize,
-    /// index -> (cached entry, last-use stamp)
-    entries: BTreeMap<u32, (Irte, u64)>,
-    /// last-use stamp -> index; the first key is the least recently used.
-    by_age: BTreeMap<u64, u32>,
-    next_stamp: u64,
-    counters: IecCounters,
-}
+pub struct Iec(LruCache<u32, Irte>);
 
 impl Iec {
     /// A cache of `capacity` entries. 0 is allowed and means no cache: every lookup
     /// misses.
     pub fn new(capacity: usize) -> Iec {
-        Iec {
-            capacity,
-            entries: BTreeMap::new(),
-            by_age: BTreeMap::new(),
-            next_stamp: 0,
-            counters: IecCounters::default(),
-        }
-    }
-
-    fn stamp(&mut self) -> u64 {
-        let s = self.next_stamp;
-        self.next_stamp += 1;
-        s
+        Iec(LruCache::new(capacity))
     }
 
     /// Looks `index` up, counting a hit or a miss; a hit makes it most recently used.
     pub fn lookup(&mut self, index: u32) -> Option<Irte> {
-        let s = self.stamp();
-        match self.entries.get_mut(&index) {
-            Some((irte, age)) => {
-                let removed = self.by_age.remove(age);
-                assert_eq!(removed, Some(index), "IEC age index out of sync");
-                *age = s;
-                self.by_age.insert(s, index);
-                self.counters.hits += 1;
-                Some(*irte)
-            }
-            None => {
-                self.counters.misses += 1;
-                None
-            }
-        }
+        self.0.lookup(index)
     }
 
     /// Fills `index` after a miss, evicting the least recently used entry when full.
     /// Returns the evicted index.
     pub fn fill(&mut self, index: u32, irte: Irte) -> Option<u32> {
-        if self.capacity == 0 {
-            return None;
-        }
-        let s = self.stamp();
-        if let Some((old, age)) = self.entries.insert(index, (irte, s)) {
-            // Refill of a cached index: just refresh it.
-            let _ = old;
-            self.by_age.remove(&age);
-            self.by_age.insert(s, index);
-            return None;
-        }
-        self.by_age.insert(s, index);
-        if self.entries.len() > self.capacity {
-            let (_, victim) = self.by_age.pop_first().expect("cache is non-empty");
-            self.entries.remove(&victim);
-            self.counters.evictions += 1;
-            return Some(victim);
-        }
-        None
+        self.0.fill(index, irte)
     }
 
     /// Index-selective invalidation. Returns whether the entry was cached.
     pub fn invalidate_index(&mut self, index: u32) -> bool {
-        match self.entries.remove(&index) {
-            Some((_, age)) => {
-                self.by_age.remove(&age);
-                self.counters.invalidated += 1;
-                true
-            }
-            None => false,
-        }
+        self.0.invalidate(index)
     }
 
     /// Global invalidation.
     pub fn invalidate_all(&mut self) {
-        self.counters.invalidated += self.entries.len() as u64;
-        self.entries.clear();
-        self.by_age.clear();
+        self.0.clear()
     }
 
+    /// Whether `index` is cached.
     pub fn contains(&self, index: u32) -> bool {
-        self.entries.contains_key(&index)
+        self.0.contains(index)
     }
+    /// Entries cached.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.0.len()
     }
+    /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.0.is_empty()
     }
+    /// Entries the cache can hold.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.0.capacity()
     }
+    /// Hits, misses, evictions and invalidations so far.
     pub fn counters(&self) -> &IecCounters {
-        &self.counters
+        self.0.counters()
     }
 }
 

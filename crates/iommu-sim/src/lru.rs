@@ -1,5 +1,5 @@
-//! A deterministic, fully associative LRU cache: the shape of both SMMU caches the
-//! model has (configuration cache and TLB). Recency is a use counter, so the order is
+//! A deterministic, fully associative LRU cache: the shape of every IOMMU cache the
+//! model has (VT-d's interrupt entry cache, the SMMU's configuration cache and TLB). Recency is a use counter, so the order is
 //! the same on every run; every operation is O(log capacity), range removal
 //! O(removed * log capacity).
 
