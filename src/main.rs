@@ -44,6 +44,10 @@ enum BenchCommand {
     Scenario {
         /// A scenario file or embedded scenario name.
         scenario: String,
+        /// Run for this much simulated time instead of the scenario's `duration_us`
+        /// (a longer run measures a small scenario more steadily).
+        #[arg(long)]
+        duration_us: Option<f64>,
         #[arg(long)]
         json: bool,
     },
@@ -83,8 +87,15 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
             );
             Ok(())
         }
-        BenchCommand::Scenario { scenario, json } => {
-            let sc = load_scenario(&scenario).map_err(|e| e.to_string())?;
+        BenchCommand::Scenario {
+            scenario,
+            duration_us,
+            json,
+        } => {
+            let mut sc = load_scenario(&scenario).map_err(|e| e.to_string())?;
+            if let Some(us) = duration_us {
+                sc.duration_us = us;
+            }
             let b = irqsim::bench::bench_scenario(&sc).map_err(|e| e.to_string())?;
             if json {
                 return print_stdout(&serde_json::to_string_pretty(&b).expect("serializes"));

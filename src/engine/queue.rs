@@ -5,8 +5,7 @@
 //! Scheduling an event before `now` is a bug in the caller and panics with both times.
 
 use sim_core::{Duration, SimTime};
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 /// Tie-break slot for events that fall on the same picosecond. Lower runs first.
 ///
@@ -32,56 +31,65 @@ impl Priority {
     pub const CONTROL: Priority = Priority(250);
 }
 
-/// The ordering key packed in one integer: time in the high 64 bits, then the
-/// priority (8 bits), then the insertion sequence (56 bits, 7.2e16 events, far more
-/// than any run schedules). One integer comparison orders events, and the key is 16
-/// bytes instead of 24, which matters because the heap moves entries on every push and
-/// pop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Key(u128);
-
+/// The order of events that fall on the same picosecond: priority in the top 8 bits,
+/// then the insertion sequence (56 bits, 7.2e16 events, far more than any run
+/// schedules). One integer comparison orders them.
 const SEQ_BITS: u32 = 56;
 
-impl Key {
-    fn new(time: SimTime, priority: Priority, seq: u64) -> Key {
-        assert!(
-            seq < 1 << SEQ_BITS,
-            "event sequence number overflowed 56 bits"
-        );
-        Key(((time.0 as u128) << 64) | ((priority.0 as u128) << SEQ_BITS) | seq as u128)
-    }
-
-    fn time(self) -> SimTime {
-        SimTime((self.0 >> 64) as u64)
-    }
+fn tie_order(priority: Priority, seq: u64) -> u64 {
+    assert!(
+        seq < 1 << SEQ_BITS,
+        "event sequence number overflowed 56 bits"
+    );
+    ((priority.0 as u64) << SEQ_BITS) | seq
 }
 
 struct Entry<E> {
-    key: Key,
+    time: u64,
+    order: u64,
     event: E,
 }
 
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest key on top.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key)
+/// Events due at the same instant, ascending by tie order. New events usually carry
+/// the largest order yet, so inserting is an append; the binary search covers priorities
+/// that jump ahead.
+struct SameInstant<E>(VecDeque<Entry<E>>);
+
+impl<E> SameInstant<E> {
+    fn insert(&mut self, entry: Entry<E>) {
+        match self.0.back() {
+            Some(last) if last.order > entry.order => {
+                let at = self.0.partition_point(|e| e.order < entry.order);
+                self.0.insert(at, entry);
+            }
+            _ => self.0.push_back(entry),
+        }
     }
 }
 
+/// Bucket count: one per bit of a 64-bit picosecond time.
+const BUCKETS: usize = 64;
+
 /// A deterministic discrete-event queue.
+///
+/// A radix heap on the event time (Ahuja, Mehlhorn, Orlin and Tarjan, 1990): an event
+/// scheduled at `t > base` sits in the bucket of the highest bit in which `t` differs
+/// from `base`, where `base` is the earliest time still pending. Simulated time never
+/// goes backwards, which is the one property a radix heap needs. Pushing is an append;
+/// popping empties the lowest bucket only when the events at `base` run out, and each
+/// event it moves lands in a strictly lower bucket, so an event moves at most 64 times
+/// and in practice a handful. Events due at `base` itself wait in a short list sorted
+/// by (priority, sequence), which keeps the pop order exactly
+/// `(time, priority, insertion sequence)`, the same order a binary heap on the whole
+/// key gives.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    at_base: SameInstant<E>,
+    buckets: Box<[Vec<Entry<E>>; BUCKETS]>,
+    /// Bit i set iff `buckets[i]` holds an event.
+    occupied: u64,
+    /// Every pending event is due at or after `base`; `at_base` holds those due at it.
+    base: u64,
+    len: usize,
     now: SimTime,
     next_seq: u64,
     popped: u64,
@@ -93,16 +101,27 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+fn bucket_of(time: u64, base: u64) -> usize {
+    debug_assert!(time > base);
+    // The mask states what lzcnt already guarantees, so indexing needs no bounds check.
+    (63 - (time ^ base).leading_zeros()) as usize & (BUCKETS - 1)
+}
+
 impl<E> EventQueue<E> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
         Self::with_capacity(0)
     }
 
-    /// An empty queue at time zero with room for `capacity` pending events.
+    /// An empty queue at time zero. `capacity` sizes the buffer for events due at the
+    /// same instant; the time buckets grow on demand and keep their memory.
     pub fn with_capacity(capacity: usize) -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(capacity),
+            at_base: SameInstant(VecDeque::with_capacity(capacity.min(64))),
+            buckets: Box::new(std::array::from_fn(|_| Vec::new())),
+            occupied: 0,
+            base: 0,
+            len: 0,
             now: SimTime::ZERO,
             next_seq: 0,
             popped: 0,
@@ -121,12 +140,12 @@ impl<E> EventQueue<E> {
 
     /// Events pending.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     /// Whether no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
     /// Schedules `event` at absolute time `at`.
@@ -139,9 +158,21 @@ impl<E> EventQueue<E> {
             "event scheduled into the past: at {at} but now is {}",
             self.now
         );
-        let key = Key::new(at, priority, self.next_seq);
+        let entry = Entry {
+            time: at.0,
+            order: tie_order(priority, self.next_seq),
+            event,
+        };
         self.next_seq += 1;
-        self.heap.push(Entry { key, event });
+        self.len += 1;
+        // `base` never passes `now` while an event is due before it, and `at >= now`.
+        if entry.time == self.base {
+            self.at_base.insert(entry);
+        } else {
+            let b = bucket_of(entry.time, self.base);
+            self.buckets[b].push(entry);
+            self.occupied |= 1 << b;
+        }
     }
 
     /// Schedules `event` at `now + delay`.
@@ -149,25 +180,85 @@ impl<E> EventQueue<E> {
         self.schedule(self.now + delay, priority, event);
     }
 
+    /// The earliest time in the lowest occupied bucket: the earliest pending time when
+    /// nothing is due at `base`.
+    fn lowest_bucket_min(&self) -> Option<(usize, u64)> {
+        if self.occupied == 0 {
+            return None;
+        }
+        let b = self.occupied.trailing_zeros() as usize & (BUCKETS - 1);
+        let min = self.buckets[b].iter().map(|e| e.time).min()?;
+        Some((b, min))
+    }
+
     /// Time of the next event, if any.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.key.time())
+        if !self.at_base.0.is_empty() {
+            return Some(SimTime(self.base));
+        }
+        self.lowest_bucket_min().map(|(_, t)| SimTime(t))
+    }
+
+    /// Removes the earliest pending event if it is due at or before `limit`.
+    ///
+    /// When nothing is due at `base`, `base` moves to the earliest pending time and the
+    /// lowest bucket spreads over the buckets below it. When that time is after
+    /// `limit`, `base` stays put: a caller may still schedule before it.
+    fn take_due(&mut self, limit: u64) -> Option<Entry<E>> {
+        if let Some(entry) = self.at_base.0.pop_front() {
+            if entry.time <= limit {
+                return Some(entry);
+            }
+            self.at_base.0.push_front(entry);
+            return None;
+        }
+        if self.occupied == 0 {
+            return None;
+        }
+        let b = self.occupied.trailing_zeros() as usize & (BUCKETS - 1);
+        if let [only] = self.buckets[b].as_slice() {
+            // The common case with few events pending: nothing to spread.
+            if only.time > limit {
+                return None;
+            }
+            let entry = self.buckets[b].pop()?;
+            self.occupied &= !(1 << b);
+            self.base = entry.time;
+            return Some(entry);
+        }
+        let min = self.buckets[b].iter().map(|e| e.time).min()?;
+        if min > limit {
+            return None;
+        }
+        self.base = min;
+        let mut spilled = std::mem::take(&mut self.buckets[b]);
+        self.occupied &= !(1 << b);
+        for entry in spilled.drain(..) {
+            if entry.time == min {
+                self.at_base.insert(entry);
+            } else {
+                let lower = bucket_of(entry.time, min);
+                self.buckets[lower].push(entry);
+                self.occupied |= 1 << lower;
+            }
+        }
+        // Hand the emptied vector back so its memory is reused, not reallocated.
+        self.buckets[b] = spilled;
+        self.at_base.0.pop_front()
     }
 
     /// Removes the earliest event and advances `now` to its time.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        let entry = self.heap.pop()?;
-        self.now = entry.key.time();
-        self.popped += 1;
-        Some((entry.key.time(), entry.event))
+        self.pop_until(SimTime(u64::MAX))
     }
 
     /// Pops the earliest event only if it is due at or before `limit`.
     pub fn pop_until(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
-        match self.peek_time() {
-            Some(t) if t <= limit => self.pop(),
-            _ => None,
-        }
+        let entry = self.take_due(limit.0)?;
+        self.len -= 1;
+        self.now = SimTime(entry.time);
+        self.popped += 1;
+        Some((self.now, entry.event))
     }
 
     /// Advances the clock without an event (e.g. to the end of a run window).
@@ -221,5 +312,131 @@ mod tests {
         assert_eq!(q.pop_until(SimTime(10)), None);
         q.advance_to(SimTime(10));
         assert_eq!(q.now(), SimTime(10));
+    }
+
+    #[test]
+    fn an_event_scheduled_at_the_current_instant_with_a_higher_priority_runs_next() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(7), Priority::CPU, "cpu");
+        q.schedule(SimTime(7), Priority::CPU, "cpu 2");
+        q.schedule(SimTime(9), Priority::CPU, "later");
+        assert_eq!(q.pop(), Some((SimTime(7), "cpu")));
+        q.schedule(SimTime(7), Priority::DEVICE, "device, same instant");
+        assert_eq!(q.pop(), Some((SimTime(7), "device, same instant")));
+        assert_eq!(q.pop(), Some((SimTime(7), "cpu 2")));
+        assert_eq!(q.pop(), Some((SimTime(9), "later")));
+    }
+
+    #[test]
+    fn a_window_end_before_the_next_event_leaves_room_to_schedule_earlier() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(1_000), Priority::CPU, "far");
+        q.schedule(SimTime(1_001), Priority::CPU, "farther");
+        assert_eq!(q.pop_until(SimTime(100)), None);
+        q.advance_to(SimTime(100));
+        q.schedule(SimTime(150), Priority::CPU, "near");
+        assert_eq!(q.peek_time(), Some(SimTime(150)));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!["near", "far", "farther"]);
+        assert!(q.is_empty());
+    }
+
+    mod against_a_binary_heap {
+        use super::*;
+        use proptest::prelude::*;
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// Schedule at now + delay ps with priority slot 0..4.
+            Schedule {
+                delay: u64,
+                slot: u8,
+            },
+            Pop,
+            /// pop_until(now + window), then advance_to the window's end if nothing is due.
+            Window {
+                window: u64,
+            },
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let delay = prop_oneof![
+                3 => Just(0u64),
+                4 => 1u64..64,
+                4 => 1u64..1_000_000,
+                1 => 1u64..(1 << 50),
+            ];
+            prop_oneof![
+                5 => (delay, 0u8..4).prop_map(|(delay, slot)| Op::Schedule { delay, slot }),
+                4 => Just(Op::Pop),
+                1 => (0u64..2_000_000).prop_map(|window| Op::Window { window }),
+            ]
+        }
+
+        const SLOTS: [Priority; 4] = [
+            Priority::DEVICE,
+            Priority::IOMMU,
+            Priority::CPU,
+            Priority::CONTROL,
+        ];
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            /// The radix queue pops exactly what a binary heap on (time, priority,
+            /// insertion sequence) pops, through any mix of same-instant events,
+            /// priorities that jump ahead, far-future events and run windows.
+            #[test]
+            fn pops_in_the_same_order(ops in proptest::collection::vec(op(), 1..400)) {
+                let mut q = EventQueue::new();
+                let mut reference = BinaryHeap::new();
+                let mut seq = 0u64;
+                let mut now = 0u64;
+                for op in ops {
+                    match op {
+                        Op::Schedule { delay, slot } => {
+                            let at = now + delay;
+                            q.schedule(SimTime(at), SLOTS[slot as usize], seq);
+                            reference.push(Reverse((at, SLOTS[slot as usize], seq)));
+                            seq += 1;
+                        }
+                        Op::Pop => {
+                            let want = reference.pop().map(|Reverse((t, _, id))| (SimTime(t), id));
+                            prop_assert_eq!(q.pop(), want);
+                            if let Some((t, _)) = want {
+                                now = t.0;
+                            }
+                        }
+                        Op::Window { window } => {
+                            let limit = now + window;
+                            let due = matches!(reference.peek(), Some(Reverse((t, _, _))) if *t <= limit);
+                            let want = if due {
+                                reference.pop().map(|Reverse((t, _, id))| (SimTime(t), id))
+                            } else {
+                                None
+                            };
+                            prop_assert_eq!(q.pop_until(SimTime(limit)), want);
+                            match want {
+                                Some((t, _)) => now = t.0,
+                                None => {
+                                    q.advance_to(SimTime(limit));
+                                    now = limit;
+                                }
+                            }
+                        }
+                    }
+                    prop_assert_eq!(q.len(), reference.len());
+                    prop_assert_eq!(
+                        q.peek_time(),
+                        reference.peek().map(|Reverse((t, _, _))| SimTime(*t))
+                    );
+                }
+                while let Some(Reverse((t, _, id))) = reference.pop() {
+                    prop_assert_eq!(q.pop(), Some((SimTime(t), id)));
+                }
+                prop_assert!(q.pop().is_none());
+            }
+        }
     }
 }
