@@ -29,6 +29,10 @@ pub(super) struct Device {
     pub handler_cycles: f64,
     /// Its MSI source (see [`super::sources`]).
     pub source: u32,
+    /// An open-loop device whose source is waiting for a request credit: its
+    /// completions are not events but are taken in bulk when they can matter (see
+    /// [`System::catch_up_held`]).
+    pub parked: bool,
 }
 
 /// Per-device figures in the report.
@@ -122,15 +126,74 @@ impl System {
     }
 
     /// An open-loop source completes a descriptor.
+    ///
+    /// When its source has no request credit, the MSI joins the source's backlog and
+    /// the device parks: until the source is served, each further completion would
+    /// only add one to that backlog, so instead of costing an event each they are
+    /// counted in bulk by [`System::catch_up_held`]. A saturated device then costs
+    /// events per MSI written, not per MSI offered.
     pub(super) fn on_device_completion(&mut self, now: SimTime, device: u32) {
         let d = &mut self.devices[device as usize];
         let DeviceModel::Open(q) = &mut d.model else {
             unreachable!("DeviceCompletion for a closed-loop device");
         };
         let (_msi, next) = q.complete(now, &mut d.rng);
+        let source = d.source;
+        let unit = self.sources[source as usize].unit as usize;
+        if self.iommus[unit].credits_free == 0 {
+            self.raise_msi(now, source);
+            self.devices[device as usize].parked = true;
+            self.sources[source as usize].parked_device = Some(device);
+            return;
+        }
         self.queue
             .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
-        self.raise_msi(now, self.devices[device as usize].source);
+        self.raise_msi(now, source);
+    }
+
+    /// Takes every completion of parked device `device` due at or before `until`:
+    /// each is one more MSI held back by its source. Completions on the same
+    /// picosecond as the caller's event count first, as a device event would.
+    pub(super) fn catch_up_held(&mut self, device: u32, until: SimTime) {
+        let d = &mut self.devices[device as usize];
+        debug_assert!(d.parked, "catch-up of a device that is not parked");
+        let DeviceModel::Open(q) = &mut d.model else {
+            unreachable!("only open-loop devices park");
+        };
+        let mut held = 0;
+        while let Some(next) = q.next_completion().filter(|t| *t <= until) {
+            q.complete(next, &mut d.rng);
+            held += 1;
+        }
+        let s = &mut self.sources[d.source as usize];
+        s.backlog += held;
+        s.stalls += held;
+    }
+
+    /// Source `source` was served and has nothing held back: its parked device's
+    /// completions become events again.
+    pub(super) fn unpark(&mut self, device: u32) {
+        let d = &mut self.devices[device as usize];
+        d.parked = false;
+        self.sources[d.source as usize].parked_device = None;
+        let DeviceModel::Open(q) = &d.model else {
+            unreachable!("only open-loop devices park");
+        };
+        let next = q
+            .next_completion()
+            .expect("an open-loop device always has a next completion");
+        self.queue
+            .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
+    }
+
+    /// Brings every parked device's backlog up to `now`, so that a report read now
+    /// counts the completions an event-per-completion run would have handled.
+    pub(super) fn catch_up_all_held(&mut self, now: SimTime) {
+        for i in 0..self.devices.len() {
+            if self.devices[i].parked {
+                self.catch_up_held(i as u32, now);
+            }
+        }
     }
 
     /// A descriptor written by the host reaches a closed-loop work queue.

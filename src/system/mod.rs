@@ -309,6 +309,7 @@ impl System {
                 model,
                 handler_cycles: d.handler_cycles,
                 source: sources.len() as u32 - 1,
+                parked: false,
             });
         }
 
@@ -459,6 +460,7 @@ impl System {
             self.handle(t, ev);
         }
         self.queue.advance_to(end);
+        self.catch_up_all_held(end);
         self.wall += started.elapsed();
     }
 
@@ -471,6 +473,7 @@ impl System {
             match self.queue.pop_until(limit) {
                 Some((t, ev)) => {
                     self.handle(t, ev);
+                    self.catch_up_all_held(t);
                     hit = done(self);
                 }
                 None => break,
@@ -484,6 +487,7 @@ impl System {
     pub fn step(&mut self) -> Option<SimTime> {
         let (t, ev) = self.queue.pop()?;
         self.handle(t, ev);
+        self.catch_up_all_held(t);
         Some(t)
     }
 

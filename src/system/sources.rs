@@ -29,6 +29,9 @@ pub(super) struct MsiSource {
     pub unit: u16,
     /// MSIs written.
     pub written: u64,
+    /// The open-loop device parked on this source while it waits (see
+    /// [`System::catch_up_held`]).
+    pub parked_device: Option<u32>,
 }
 
 impl MsiSource {
@@ -42,6 +45,7 @@ impl MsiSource {
             stalls: 0,
             waiting: false,
             written: 0,
+            parked_device: None,
         }
     }
 }
@@ -85,14 +89,23 @@ impl System {
         let Some(source) = self.iommus[u].credit_waiters.pop_front() else {
             return;
         };
+        if let Some(device) = self.sources[source as usize].parked_device {
+            self.catch_up_held(device, now);
+        }
         let s = &mut self.sources[source as usize];
         s.backlog -= 1;
         if s.backlog > 0 {
             self.iommus[u].credit_waiters.push_back(source);
+            self.write_msi(now, source);
         } else {
             s.waiting = false;
+            // The device's next completion is scheduled before this MSI's write, the
+            // order an event-per-completion run schedules them in.
+            if let Some(device) = s.parked_device {
+                self.unpark(device);
+            }
+            self.write_msi(now, source);
         }
-        self.write_msi(now, source);
     }
 
     /// The source writes an MSI now; it reaches the IOMMU after the write's latency.

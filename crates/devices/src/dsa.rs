@@ -85,6 +85,11 @@ impl DsaQueue {
         self.counters
     }
 
+    /// When the next completion is due (`None` before [`DsaQueue::start`]).
+    pub fn next_completion(&self) -> Option<SimTime> {
+        self.next_completion
+    }
+
     pub fn message(&self) -> MsiMessage {
         self.message
     }
