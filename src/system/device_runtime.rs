@@ -61,13 +61,40 @@ pub struct DeviceReport {
 }
 
 impl Device {
-    pub(super) fn report(&self, sources: &[super::sources::MsiSource]) -> DeviceReport {
+    pub(super) fn report(
+        &self,
+        sources: &[super::sources::MsiSource],
+        now: SimTime,
+    ) -> DeviceReport {
         let src = &sources[self.source as usize];
+        let uncounted = self.held_not_yet_counted(now);
+        let model = self.model_report();
         DeviceReport {
-            msi_backlog: src.backlog,
-            msi_stalls: src.stalls,
-            ..self.model_report()
+            msi_backlog: src.backlog + uncounted,
+            msi_stalls: src.stalls + uncounted,
+            msis_raised: model.msis_raised + uncounted,
+            descriptors_completed: model.descriptors_completed + uncounted,
+            ..model
         }
+    }
+
+    /// Completions of a parked device due by `now` that no catch-up has counted yet:
+    /// what an event-per-completion run would already show. Worked out on a copy of
+    /// the device and its random stream, so reading a report changes nothing.
+    pub(super) fn held_not_yet_counted(&self, now: SimTime) -> u64 {
+        let DeviceModel::Open(q) = &self.model else {
+            return 0;
+        };
+        if !self.parked {
+            return 0;
+        }
+        let (mut q, mut rng) = (q.clone(), self.rng.clone());
+        let mut held = 0;
+        while let Some(next) = q.next_completion().filter(|t| *t <= now) {
+            q.complete(next, &mut rng);
+            held += 1;
+        }
+        held
     }
 
     fn model_report(&self) -> DeviceReport {
@@ -130,8 +157,9 @@ impl System {
     /// When its source has no request credit, the MSI joins the source's backlog and
     /// the device parks: until the source is served, each further completion would
     /// only add one to that backlog, so instead of costing an event each they are
-    /// counted in bulk by [`System::catch_up_held`]. A saturated device then costs
-    /// events per MSI written, not per MSI offered.
+    /// counted in bulk by [`System::catch_up_held`] when the source is served (and at
+    /// the end of a run window; a report in between counts them on a copy). A
+    /// saturated device then costs events per MSI written, not per MSI offered.
     pub(super) fn on_device_completion(&mut self, now: SimTime, device: u32) {
         let d = &mut self.devices[device as usize];
         let DeviceModel::Open(q) = &mut d.model else {
@@ -186,8 +214,8 @@ impl System {
             .schedule(next, Priority::DEVICE, Event::DeviceCompletion { device });
     }
 
-    /// Brings every parked device's backlog up to `now`, so that a report read now
-    /// counts the completions an event-per-completion run would have handled.
+    /// Brings every parked device's backlog up to `now` (end of a run window), so the
+    /// copies a report works on stay short.
     pub(super) fn catch_up_all_held(&mut self, now: SimTime) {
         for i in 0..self.devices.len() {
             if self.devices[i].parked {

@@ -473,7 +473,6 @@ impl System {
             match self.queue.pop_until(limit) {
                 Some((t, ev)) => {
                     self.handle(t, ev);
-                    self.catch_up_all_held(t);
                     hit = done(self);
                 }
                 None => break,
@@ -487,7 +486,6 @@ impl System {
     pub fn step(&mut self) -> Option<SimTime> {
         let (t, ev) = self.queue.pop()?;
         self.handle(t, ev);
-        self.catch_up_all_held(t);
         Some(t)
     }
 
@@ -958,7 +956,7 @@ impl System {
             devices: self
                 .devices
                 .iter()
-                .map(|d| d.report(&self.sources))
+                .map(|d| d.report(&self.sources, self.now()))
                 .collect(),
             io: self.io_report(),
             sources: self.source_reports(),

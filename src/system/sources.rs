@@ -136,11 +136,16 @@ impl System {
     pub(super) fn source_reports(&self) -> Vec<SourceReport> {
         self.sources
             .iter()
-            .map(|s| SourceReport {
-                name: s.name.clone(),
-                msis_written: s.written,
-                msi_backlog: s.backlog,
-                msi_stalls: s.stalls,
+            .map(|s| {
+                let uncounted = s.parked_device.map_or(0, |d| {
+                    self.devices[d as usize].held_not_yet_counted(self.now())
+                });
+                SourceReport {
+                    name: s.name.clone(),
+                    msis_written: s.written,
+                    msi_backlog: s.backlog + uncounted,
+                    msi_stalls: s.stalls + uncounted,
+                }
             })
             .collect()
     }
