@@ -1,7 +1,9 @@
 //! A deterministic, fully associative LRU cache: the shape of every IOMMU cache the
-//! model has (VT-d's interrupt entry cache, the SMMU's configuration cache and TLB). Recency is a use counter, so the order is
-//! the same on every run; every operation is O(log capacity), range removal
-//! O(removed * log capacity).
+//! model has (VT-d's interrupt entry cache, the SMMU's configuration cache and TLB).
+//! Keys live in an ordered map (so range invalidation is cheap and iteration order never
+//! depends on hashing); recency is a doubly linked list threaded through a slot array,
+//! so a hit costs one map lookup and a few index writes. Lookup, fill and invalidate are
+//! O(log capacity); range removal O(removed * log capacity).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -17,12 +19,27 @@ pub struct CacheCounters {
     pub invalidated: u64,
 }
 
+/// No slot: the end of the recency list.
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+struct Slot<K, V> {
+    key: K,
+    value: V,
+    /// Towards the most recently used end.
+    newer: u32,
+    /// Towards the least recently used end.
+    older: u32,
+}
+
 #[derive(Clone, Debug)]
 pub struct LruCache<K: Ord + Copy, V: Copy> {
     capacity: usize,
-    entries: BTreeMap<K, (V, u64)>,
-    by_age: BTreeMap<u64, K>,
-    next_stamp: u64,
+    index: BTreeMap<K, u32>,
+    slots: Vec<Slot<K, V>>,
+    free: Vec<u32>,
+    newest: u32,
+    oldest: u32,
     counters: CacheCounters,
 }
 
@@ -31,29 +48,63 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
     pub fn new(capacity: usize) -> Self {
         LruCache {
             capacity,
-            entries: BTreeMap::new(),
-            by_age: BTreeMap::new(),
-            next_stamp: 0,
+            index: BTreeMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            newest: NIL,
+            oldest: NIL,
             counters: CacheCounters::default(),
         }
     }
 
-    fn stamp(&mut self) -> u64 {
-        self.next_stamp += 1;
-        self.next_stamp
+    fn unlink(&mut self, slot: u32) {
+        let (newer, older) = {
+            let s = &self.slots[slot as usize];
+            (s.newer, s.older)
+        };
+        match newer {
+            NIL => self.newest = older,
+            n => self.slots[n as usize].older = older,
+        }
+        match older {
+            NIL => self.oldest = newer,
+            o => self.slots[o as usize].newer = newer,
+        }
+    }
+
+    fn link_newest(&mut self, slot: u32) {
+        let old_newest = self.newest;
+        {
+            let s = &mut self.slots[slot as usize];
+            s.newer = NIL;
+            s.older = old_newest;
+        }
+        match old_newest {
+            NIL => self.oldest = slot,
+            n => self.slots[n as usize].newer = slot,
+        }
+        self.newest = slot;
+    }
+
+    fn touch(&mut self, slot: u32) {
+        if self.newest != slot {
+            self.unlink(slot);
+            self.link_newest(slot);
+        }
+    }
+
+    fn release(&mut self, slot: u32) {
+        self.unlink(slot);
+        self.free.push(slot);
     }
 
     /// Looks `key` up, counting a hit or miss; a hit becomes most recently used.
     pub fn lookup(&mut self, key: K) -> Option<V> {
-        let s = self.stamp();
-        match self.entries.get_mut(&key) {
-            Some((v, age)) => {
-                let old = std::mem::replace(age, s);
-                let k = self.by_age.remove(&old);
-                assert!(k.is_some(), "LRU age index out of sync");
-                self.by_age.insert(s, key);
+        match self.index.get(&key) {
+            Some(&slot) => {
+                self.touch(slot);
                 self.counters.hits += 1;
-                Some(*v)
+                Some(self.slots[slot as usize].value)
             }
             None => {
                 self.counters.misses += 1;
@@ -67,16 +118,34 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
         if self.capacity == 0 {
             return None;
         }
-        let s = self.stamp();
-        if let Some((_, old)) = self.entries.insert(key, (value, s)) {
-            self.by_age.remove(&old);
-            self.by_age.insert(s, key);
+        if let Some(&slot) = self.index.get(&key) {
+            self.slots[slot as usize].value = value;
+            self.touch(slot);
             return None;
         }
-        self.by_age.insert(s, key);
-        if self.entries.len() > self.capacity {
-            let (_, victim) = self.by_age.pop_first().expect("cache is non-empty");
-            self.entries.remove(&victim);
+        let entry = Slot {
+            key,
+            value,
+            newer: NIL,
+            older: NIL,
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = entry;
+                slot
+            }
+            None => {
+                self.slots.push(entry);
+                u32::try_from(self.slots.len() - 1).expect("an LRU cache holds < 2^32 entries")
+            }
+        };
+        self.index.insert(key, slot);
+        self.link_newest(slot);
+        if self.index.len() > self.capacity {
+            let victim_slot = self.oldest;
+            let victim = self.slots[victim_slot as usize].key;
+            self.index.remove(&victim);
+            self.release(victim_slot);
             self.counters.evictions += 1;
             return Some(victim);
         }
@@ -85,9 +154,9 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
 
     /// Removes one key; returns whether it was cached.
     pub fn invalidate(&mut self, key: K) -> bool {
-        match self.entries.remove(&key) {
-            Some((_, age)) => {
-                self.by_age.remove(&age);
+        match self.index.remove(&key) {
+            Some(slot) => {
+                self.release(slot);
                 self.counters.invalidated += 1;
                 true
             }
@@ -97,7 +166,7 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
 
     /// Removes every key in `range`; returns how many.
     pub fn invalidate_range<R: RangeBounds<K>>(&mut self, range: R) -> u64 {
-        let keys: Vec<K> = self.entries.range(range).map(|(k, _)| *k).collect();
+        let keys: Vec<K> = self.index.range(range).map(|(k, _)| *k).collect();
         for k in &keys {
             self.invalidate(*k);
         }
@@ -105,19 +174,22 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
     }
 
     pub fn clear(&mut self) {
-        self.counters.invalidated += self.entries.len() as u64;
-        self.entries.clear();
-        self.by_age.clear();
+        self.counters.invalidated += self.index.len() as u64;
+        self.index.clear();
+        self.slots.clear();
+        self.free.clear();
+        self.newest = NIL;
+        self.oldest = NIL;
     }
 
     pub fn contains(&self, key: K) -> bool {
-        self.entries.contains_key(&key)
+        self.index.contains_key(&key)
     }
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.index.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.index.is_empty()
     }
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -148,5 +220,96 @@ mod tests {
         let mut none: LruCache<u32, u32> = LruCache::new(0);
         none.fill(1, 1);
         assert_eq!(none.lookup(1), None);
+    }
+
+    mod against_a_recency_list {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// The obvious LRU: a vector ordered from least to most recently used.
+        struct Reference {
+            capacity: usize,
+            order: Vec<(u8, u32)>,
+        }
+
+        impl Reference {
+            fn lookup(&mut self, key: u8) -> Option<u32> {
+                let at = self.order.iter().position(|(k, _)| *k == key)?;
+                let entry = self.order.remove(at);
+                self.order.push(entry);
+                Some(entry.1)
+            }
+            fn fill(&mut self, key: u8, value: u32) -> Option<u8> {
+                if self.capacity == 0 {
+                    return None;
+                }
+                if let Some(at) = self.order.iter().position(|(k, _)| *k == key) {
+                    self.order.remove(at);
+                    self.order.push((key, value));
+                    return None;
+                }
+                self.order.push((key, value));
+                (self.order.len() > self.capacity).then(|| self.order.remove(0).0)
+            }
+            fn invalidate(&mut self, key: u8) -> bool {
+                let at = self.order.iter().position(|(k, _)| *k == key);
+                at.map(|at| self.order.remove(at)).is_some()
+            }
+        }
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Lookup(u8),
+            Fill(u8, u32),
+            Invalidate(u8),
+            InvalidateRange(u8, u8),
+            Clear,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let key = 0u8..24;
+            prop_oneof![
+                6 => key.clone().prop_map(Op::Lookup),
+                6 => (key.clone(), any::<u32>()).prop_map(|(k, v)| Op::Fill(k, v)),
+                2 => key.clone().prop_map(Op::Invalidate),
+                1 => (key.clone(), key).prop_map(|(a, b)| Op::InvalidateRange(a.min(b), a.max(b))),
+                1 => Just(Op::Clear),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            /// Every answer (hit value, evicted key, removal) and the final contents match
+            /// the obvious LRU, whatever mix of operations runs.
+            #[test]
+            fn behaves_like_the_obvious_lru(
+                capacity in 0usize..9,
+                ops in proptest::collection::vec(op(), 1..300),
+            ) {
+                let mut cache: LruCache<u8, u32> = LruCache::new(capacity);
+                let mut reference = Reference { capacity, order: Vec::new() };
+                for op in ops {
+                    match op {
+                        Op::Lookup(k) => prop_assert_eq!(cache.lookup(k), reference.lookup(k)),
+                        Op::Fill(k, v) => prop_assert_eq!(cache.fill(k, v), reference.fill(k, v)),
+                        Op::Invalidate(k) => {
+                            prop_assert_eq!(cache.invalidate(k), reference.invalidate(k))
+                        }
+                        Op::InvalidateRange(a, b) => {
+                            let want = (a..b).filter(|k| reference.invalidate(*k)).count() as u64;
+                            prop_assert_eq!(cache.invalidate_range(a..b), want);
+                        }
+                        Op::Clear => {
+                            cache.clear();
+                            reference.order.clear();
+                        }
+                    }
+                    prop_assert_eq!(cache.len(), reference.order.len());
+                    for (k, _) in &reference.order {
+                        prop_assert!(cache.contains(*k));
+                    }
+                }
+            }
+        }
     }
 }
