@@ -162,6 +162,8 @@ pub(super) struct VmdRt {
     pub handler_cycles: f64,
     /// MSI source of each VMD vector that has children (else `u32::MAX`).
     pub vector_source: Vec<u32>,
+    /// The drive behind each child, in probe order (child i is `child_drive[i]`).
+    pub child_drive: Vec<u16>,
     pub child_calls: u64,
     pub empty_child_calls: u64,
 }
@@ -331,6 +333,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             domain: VmdDomain::new(v.vmd.clone(), &format!("vmd[{i}].vmd"))?,
             handler_cycles: v.handler_cycles,
             vector_source: vec![u32::MAX; v.vmd.vectors as usize],
+            child_drive: Vec::new(),
             child_calls: 0,
             empty_child_calls: 0,
         });
@@ -348,6 +351,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 let child = children_per_vmd[v as usize];
                 children_per_vmd[v as usize] += 1;
                 vmd = Some((v as u16, child));
+                io.vmd[v as usize].child_drive.push(i as u16);
                 let dom = &mut io.vmd[v as usize].domain;
                 // Probe order: the admin queue's vector (0), then the I/O queues'.
                 for irq in 0..=d.drive.queues {
@@ -663,11 +667,10 @@ impl System {
     }
 
     fn drive_of_child(&self, domain: u16, child: u32) -> Option<u16> {
-        self.io
-            .nvme
-            .iter()
-            .position(|d| d.vmd == Some((domain, child)))
-            .map(|d| d as u16)
+        self.io.vmd[domain as usize]
+            .child_drive
+            .get(child as usize)
+            .copied()
     }
 
     /// `nvme_irq`: reaps every new CQ entry, completes each request (the job resubmits
