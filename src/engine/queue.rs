@@ -233,9 +233,18 @@ impl<E> EventQueue<E> {
         self.base = min;
         let mut spilled = std::mem::take(&mut self.buckets[b]);
         self.occupied &= !(1 << b);
+        // Usually one event holds the minimum: keep it aside and hand it out directly,
+        // and only sort same-instant events when there are several.
+        let mut earliest: Option<Entry<E>> = None;
         for entry in spilled.drain(..) {
             if entry.time == min {
-                self.at_base.insert(entry);
+                match earliest.take() {
+                    None => earliest = Some(entry),
+                    Some(first) => {
+                        self.at_base.insert(first);
+                        self.at_base.insert(entry);
+                    }
+                }
             } else {
                 let lower = bucket_of(entry.time, min);
                 self.buckets[lower].push(entry);
@@ -244,7 +253,14 @@ impl<E> EventQueue<E> {
         }
         // Hand the emptied vector back so its memory is reused, not reallocated.
         self.buckets[b] = spilled;
-        self.at_base.0.pop_front()
+        match earliest {
+            Some(only) if self.at_base.0.is_empty() => Some(only),
+            Some(last) => {
+                self.at_base.insert(last);
+                self.at_base.0.pop_front()
+            }
+            None => self.at_base.0.pop_front(),
+        }
     }
 
     /// Removes the earliest event and advances `now` to its time.
