@@ -99,6 +99,9 @@ pub struct ScenarioBench {
     pub scenario: String,
     /// Simulated time run, us.
     pub sim_time_us: f64,
+    /// Wall-clock time of building the system from the scenario (validation, affinity,
+    /// tables), s; not part of `wall_seconds`.
+    pub build_seconds: f64,
     /// Wall-clock time of the run (building excluded), s.
     pub wall_seconds: f64,
     /// Events the engine handled.
@@ -117,7 +120,9 @@ pub struct ScenarioBench {
 
 /// Runs `scenario` once and measures it.
 pub fn bench_scenario(scenario: &Scenario) -> Result<ScenarioBench, crate::ScenarioError> {
+    let building = Instant::now();
     let mut sys = System::new(scenario)?;
+    let build_seconds = building.elapsed().as_secs_f64();
     let start = Instant::now();
     sys.run_to_end();
     let secs = start.elapsed().as_secs_f64();
@@ -126,6 +131,7 @@ pub fn bench_scenario(scenario: &Scenario) -> Result<ScenarioBench, crate::Scena
     Ok(ScenarioBench {
         scenario: scenario.name.clone(),
         sim_time_us: sys.now().as_ns_f64() / 1e3,
+        build_seconds,
         wall_seconds: secs,
         events,
         msis,

@@ -101,10 +101,11 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                 return print_stdout(&serde_json::to_string_pretty(&b).expect("serializes"));
             }
             println!(
-                "{}: {:.0} us simulated in {:.3} s wall; {} events, {} MSIs\n  {:.2} M simulated MSIs/s, {:.2} M events/s, {:.1} events/MSI, peak memory {:.1} MiB\n  (model throughput on this machine)",
+                "{}: {:.0} us simulated in {:.3} s wall (built in {:.3} s); {} events, {} MSIs\n  {:.2} M simulated MSIs/s, {:.2} M events/s, {:.1} events/MSI, peak memory {:.1} MiB\n  (model throughput on this machine)",
                 scenario,
                 b.sim_time_us,
                 b.wall_seconds,
+                b.build_seconds,
                 b.events,
                 b.msis,
                 b.msis_per_sec / 1e6,
