@@ -103,3 +103,64 @@ fn unknown_experiment_lists_the_known_ones() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("posted-vs-remapped"));
 }
+
+#[test]
+fn bench_engine_runs_both_queues_on_the_same_draws() {
+    let out = irqsim(&[
+        "bench",
+        "engine",
+        "--pending",
+        "50",
+        "--events",
+        "20000",
+        "--seed",
+        "7",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["engine"], "irqsim");
+    assert_eq!(runs[1]["engine"], "binary-heap");
+    for r in runs {
+        assert_eq!(r["events"], 20000);
+        assert_eq!(r["pending"], 50);
+        assert!(r["events_per_sec"].as_f64().unwrap() > 0.0);
+    }
+    // Same seed, same draws, same pop order: both reach the same simulated time.
+    assert_eq!(runs[0]["final_time_ps"], runs[1]["final_time_ps"]);
+}
+
+#[test]
+fn bench_scenario_reports_rates_and_honours_the_duration_override() {
+    let out = irqsim(&[
+        "bench",
+        "scenario",
+        "default",
+        "--duration-us",
+        "150",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["scenario"], "default");
+    assert_eq!(v["sim_time_us"], 150.0);
+    let (events, msis) = (v["events"].as_u64().unwrap(), v["msis"].as_u64().unwrap());
+    assert!(msis > 0 && events > msis);
+    let per_msi = v["events_per_msi"].as_f64().unwrap();
+    assert!((per_msi - events as f64 / msis as f64).abs() < 1e-9);
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+
+    let bad = irqsim(&["bench", "scenario", "default", "--duration-us", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("duration_us"));
+}
