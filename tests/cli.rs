@@ -9,6 +9,18 @@ fn irqsim(args: &[&str]) -> std::process::Output {
         .expect("irqsim binary runs")
 }
 
+/// Runs `irqsim args` and parses its stdout as JSON; a failed run fails the test with
+/// its stderr.
+fn irqsim_json(args: &[&str]) -> serde_json::Value {
+    let out = irqsim(args);
+    assert!(
+        out.status.success(),
+        "irqsim {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
 #[test]
 fn experiment_json_has_the_documented_rows() {
     let out = irqsim(&["experiment", "posted-vs-remapped", "--json"]);
@@ -106,7 +118,7 @@ fn unknown_experiment_lists_the_known_ones() {
 
 #[test]
 fn bench_engine_runs_both_queues_on_the_same_draws() {
-    let out = irqsim(&[
+    let v = irqsim_json(&[
         "bench",
         "engine",
         "--pending",
@@ -117,12 +129,6 @@ fn bench_engine_runs_both_queues_on_the_same_draws() {
         "7",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let runs = v.as_array().unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[0]["engine"], "irqsim");
@@ -138,7 +144,7 @@ fn bench_engine_runs_both_queues_on_the_same_draws() {
 
 #[test]
 fn bench_scenario_reports_rates_and_honours_the_duration_override() {
-    let out = irqsim(&[
+    let v = irqsim_json(&[
         "bench",
         "scenario",
         "default",
@@ -146,12 +152,6 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
         "150",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!(v["scenario"], "default");
     assert_eq!(v["sim_time_us"], 150.0);
     let (events, msis) = (v["events"].as_u64().unwrap(), v["msis"].as_u64().unwrap());
