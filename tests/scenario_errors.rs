@@ -397,3 +397,25 @@ fn misspelled_field_gets_a_did_you_mean() {
         .to_string();
     assert!(!msg.contains("did you mean"), "{msg}");
 }
+
+#[test]
+fn every_shipped_scenario_file_loads_and_builds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if let Err(e) = System::new(&sc) {
+            panic!("{}: {e}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(
+        seen >= 9,
+        "only {seen} scenario files found in {}",
+        dir.display()
+    );
+}
