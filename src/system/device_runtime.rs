@@ -88,13 +88,7 @@ impl Device {
         if !self.parked {
             return 0;
         }
-        let (mut q, mut rng) = (q.clone(), self.rng.clone());
-        let mut held = 0;
-        while let Some(next) = q.next_completion().filter(|t| *t <= now) {
-            q.complete(next, &mut rng);
-            held += 1;
-        }
-        held
+        q.clone().complete_through(now, &mut self.rng.clone())
     }
 
     fn model_report(&self) -> DeviceReport {
@@ -188,11 +182,7 @@ impl System {
         let DeviceModel::Open(q) = &mut d.model else {
             unreachable!("only open-loop devices park");
         };
-        let mut held = 0;
-        while let Some(next) = q.next_completion().filter(|t| *t <= until) {
-            q.complete(next, &mut d.rng);
-            held += 1;
-        }
+        let held = q.complete_through(until, &mut d.rng);
         let s = &mut self.sources[d.source as usize];
         s.backlog += held;
         s.stalls += held;

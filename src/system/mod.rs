@@ -447,11 +447,6 @@ impl System {
         self.queue.events_popped()
     }
 
-    /// Events scheduled and not yet handled (the event queue's length).
-    pub fn pending_events(&self) -> usize {
-        self.queue.len()
-    }
-
     /// Advances simulated time by `d`, handling every event due before the end.
     pub fn run_for(&mut self, d: Duration) {
         let started = Instant::now();

@@ -96,7 +96,6 @@ impl System {
         s.backlog -= 1;
         if s.backlog > 0 {
             self.iommus[u].credit_waiters.push_back(source);
-            self.write_msi(now, source);
         } else {
             s.waiting = false;
             // The device's next completion is scheduled before this MSI's write, the
@@ -104,8 +103,8 @@ impl System {
             if let Some(device) = s.parked_device {
                 self.unpark(device);
             }
-            self.write_msi(now, source);
         }
+        self.write_msi(now, source);
     }
 
     /// The source writes an MSI now; it reaches the IOMMU after the write's latency.
