@@ -27,12 +27,9 @@ pub(super) struct Device {
     pub model: DeviceModel,
     pub rng: ChaCha8Rng,
     pub handler_cycles: f64,
-    /// Its MSI source (see [`super::sources`]).
+    /// Its MSI source (see [`super::sources`]); the source records whether the device
+    /// is parked.
     pub source: u32,
-    /// An open-loop device whose source is waiting for a request credit: its
-    /// completions are not events but are taken in bulk when they can matter (see
-    /// [`System::catch_up_held`]).
-    pub parked: bool,
 }
 
 /// Per-device figures in the report.
@@ -67,7 +64,11 @@ impl Device {
         now: SimTime,
     ) -> DeviceReport {
         let src = &sources[self.source as usize];
-        let uncounted = self.held_not_yet_counted(now);
+        let uncounted = if src.parked_device.is_some() {
+            self.held_not_yet_counted(now)
+        } else {
+            0
+        };
         let model = self.model_report();
         DeviceReport {
             msi_backlog: src.backlog + uncounted,
@@ -78,16 +79,13 @@ impl Device {
         }
     }
 
-    /// Completions of a parked device due by `now` that no catch-up has counted yet:
-    /// what an event-per-completion run would already show. Worked out on a copy of
-    /// the device and its random stream, so reading a report changes nothing.
+    /// Completions of this parked device due by `now` that no catch-up has counted
+    /// yet: what an event-per-completion run would already show. Worked out on a copy
+    /// of the device and its random stream, so reading a report changes nothing.
     pub(super) fn held_not_yet_counted(&self, now: SimTime) -> u64 {
         let DeviceModel::Open(q) = &self.model else {
             return 0;
         };
-        if !self.parked {
-            return 0;
-        }
         q.clone().complete_through(now, &mut self.rng.clone())
     }
 
@@ -164,7 +162,6 @@ impl System {
         let unit = self.sources[source as usize].unit as usize;
         if self.iommus[unit].credits_free == 0 {
             self.raise_msi(now, source);
-            self.devices[device as usize].parked = true;
             self.sources[source as usize].parked_device = Some(device);
             return;
         }
@@ -178,7 +175,11 @@ impl System {
     /// picosecond as the caller's event count first, as a device event would.
     pub(super) fn catch_up_held(&mut self, device: u32, until: SimTime) {
         let d = &mut self.devices[device as usize];
-        debug_assert!(d.parked, "catch-up of a device that is not parked");
+        debug_assert_eq!(
+            self.sources[d.source as usize].parked_device,
+            Some(device),
+            "catch-up of a device that is not parked"
+        );
         let DeviceModel::Open(q) = &mut d.model else {
             unreachable!("only open-loop devices park");
         };
@@ -191,8 +192,7 @@ impl System {
     /// Source `source` was served and has nothing held back: its parked device's
     /// completions become events again.
     pub(super) fn unpark(&mut self, device: u32) {
-        let d = &mut self.devices[device as usize];
-        d.parked = false;
+        let d = &self.devices[device as usize];
         self.sources[d.source as usize].parked_device = None;
         let DeviceModel::Open(q) = &d.model else {
             unreachable!("only open-loop devices park");
@@ -207,9 +207,10 @@ impl System {
     /// Brings every parked device's backlog up to `now` (end of a run window), so the
     /// copies a report works on stay short.
     pub(super) fn catch_up_all_held(&mut self, now: SimTime) {
-        for i in 0..self.devices.len() {
-            if self.devices[i].parked {
-                self.catch_up_held(i as u32, now);
+        for i in 0..self.devices.len() as u32 {
+            let source = self.devices[i as usize].source as usize;
+            if self.sources[source].parked_device == Some(i) {
+                self.catch_up_held(i, now);
             }
         }
     }

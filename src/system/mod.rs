@@ -309,7 +309,6 @@ impl System {
                 model,
                 handler_cycles: d.handler_cycles,
                 source: sources.len() as u32 - 1,
-                parked: false,
             });
         }
 
