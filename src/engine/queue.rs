@@ -180,23 +180,17 @@ impl<E> EventQueue<E> {
         self.schedule(self.now + delay, priority, event);
     }
 
-    /// The earliest time in the lowest occupied bucket: the earliest pending time when
-    /// nothing is due at `base`.
-    fn lowest_bucket_min(&self) -> Option<(usize, u64)> {
-        if self.occupied == 0 {
-            return None;
-        }
-        let b = self.occupied.trailing_zeros() as usize & (BUCKETS - 1);
-        let min = self.buckets[b].iter().map(|e| e.time).min()?;
-        Some((b, min))
-    }
-
-    /// Time of the next event, if any.
+    /// Time of the next event, if any: `base` if something is due at it, else the
+    /// earliest time in the lowest occupied bucket.
     pub fn peek_time(&self) -> Option<SimTime> {
         if !self.at_base.0.is_empty() {
             return Some(SimTime(self.base));
         }
-        self.lowest_bucket_min().map(|(_, t)| SimTime(t))
+        if self.occupied == 0 {
+            return None;
+        }
+        let b = self.occupied.trailing_zeros() as usize & (BUCKETS - 1);
+        self.buckets[b].iter().map(|e| SimTime(e.time)).min()
     }
 
     /// Removes the earliest pending event if it is due at or before `limit`.
