@@ -118,3 +118,47 @@ pub enum DeviceError {
         allowed: String,
     },
 }
+
+/// Checks host-side costs in CPU cycles: each must be finite and within 0..=1e9 (a
+/// second at 1 GHz, far beyond any handler). `field` names the table, `name` the entry.
+pub(crate) fn check_cycles(field: &str, costs: &[(&str, f64)]) -> Result<(), DeviceError> {
+    match costs
+        .iter()
+        .find(|(_, v)| !(v.is_finite() && (0.0..=1e9).contains(v)))
+    {
+        Some((name, v)) => Err(DeviceError::InvalidParameter {
+            field: format!("{field}.{name}"),
+            value: v.to_string(),
+            allowed: "a finite number of cycles in 0..=1e9".into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_cycle_cost_is_named_with_its_table_and_value() {
+        assert_eq!(
+            check_cycles("nics[0].napi", &[("poll_cycles", 500.0)]),
+            Ok(())
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 2e9] {
+            let err = check_cycles(
+                "nvme[2].host",
+                &[("submit_cycles", 10.0), ("reap_entry_cycles", bad)],
+            )
+            .unwrap_err();
+            assert_eq!(
+                err,
+                DeviceError::InvalidParameter {
+                    field: "nvme[2].host.reap_entry_cycles".into(),
+                    value: bad.to_string(),
+                    allowed: "a finite number of cycles in 0..=1e9".into(),
+                }
+            );
+        }
+    }
+}

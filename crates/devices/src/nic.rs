@@ -186,20 +186,14 @@ impl NapiConfig {
                 });
             }
         }
-        for (name, v) in [
-            ("rx_packet_cycles", self.rx_packet_cycles),
-            ("tx_clean_cycles", self.tx_clean_cycles),
-            ("poll_cycles", self.poll_cycles),
-        ] {
-            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
-                return Err(DeviceError::InvalidParameter {
-                    field: format!("{field}.{name}"),
-                    value: v.to_string(),
-                    allowed: "a finite number of cycles in 0..=1e9".into(),
-                });
-            }
-        }
-        Ok(())
+        crate::check_cycles(
+            field,
+            &[
+                ("rx_packet_cycles", self.rx_packet_cycles),
+                ("tx_clean_cycles", self.tx_clean_cycles),
+                ("poll_cycles", self.poll_cycles),
+            ],
+        )
     }
 }
 

@@ -268,19 +268,13 @@ impl Default for NvmeHostCosts {
 
 impl NvmeHostCosts {
     pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
-        for (name, v) in [
-            ("submit_cycles", self.submit_cycles),
-            ("reap_entry_cycles", self.reap_entry_cycles),
-        ] {
-            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
-                return Err(DeviceError::InvalidParameter {
-                    field: format!("{field}.{name}"),
-                    value: v.to_string(),
-                    allowed: "a finite number of cycles in 0..=1e9".into(),
-                });
-            }
-        }
-        Ok(())
+        crate::check_cycles(
+            field,
+            &[
+                ("submit_cycles", self.submit_cycles),
+                ("reap_entry_cycles", self.reap_entry_cycles),
+            ],
+        )
     }
 }
 
