@@ -153,11 +153,32 @@ impl System {
         false
     }
 
-    /// Sends an interrupt message through the fabric; returns when it reaches the LAPIC.
-    fn send_interrupt_message(&mut self, now: SimTime, unit: u16) -> SimTime {
+    /// Sends an interrupt message for `vector` to `cpu` through unit `unit`'s fabric;
+    /// it reaches the LAPIC when the fabric says. `msi` is the device MSI it carries
+    /// (none for a posted-interrupt notification).
+    fn send_interrupt_message(
+        &mut self,
+        now: SimTime,
+        unit: u16,
+        cpu: u32,
+        vector: Vector,
+        level: bool,
+        msi: Option<MsiToken>,
+    ) {
         let u = unit as usize;
         self.iommus[u].fabric_in_flight += 1;
-        self.iommus[u].fabric.submit(now)
+        let at = self.iommus[u].fabric.submit(now);
+        self.queue.schedule(
+            at,
+            Priority::APIC,
+            Event::ApicMessage {
+                unit,
+                cpu,
+                vector,
+                level,
+                msi,
+            },
+        );
     }
 
     pub(super) fn on_iommu_stage_done(&mut self, now: SimTime, unit: u16) {
@@ -212,17 +233,13 @@ impl System {
                 match self.apic_to_cpu.get(&dest.0) {
                     Some(&cpu) => {
                         self.ledger.fabric += 1;
-                        let at = self.send_interrupt_message(now, unit);
-                        self.queue.schedule(
-                            at,
-                            Priority::APIC,
-                            Event::ApicMessage {
-                                unit,
-                                cpu,
-                                vector,
-                                level: level_triggered,
-                                msi: Some(msi.token),
-                            },
+                        self.send_interrupt_message(
+                            now,
+                            unit,
+                            cpu,
+                            vector,
+                            level_triggered,
+                            Some(msi.token),
                         );
                     }
                     None => self.drop_msi(now, msi.token, "no_cpu_at_destination"),
@@ -312,18 +329,7 @@ impl System {
                                     cpu: target,
                                     vector: n.nv,
                                 });
-                                let at = self.send_interrupt_message(now, unit);
-                                self.queue.schedule(
-                                    at,
-                                    Priority::APIC,
-                                    Event::ApicMessage {
-                                        unit,
-                                        cpu: target,
-                                        vector: n.nv,
-                                        level: false,
-                                        msi: None,
-                                    },
-                                );
+                                self.send_interrupt_message(now, unit, target, n.nv, false, None);
                             }
                             None => self.notifications_undeliverable += 1,
                         }
