@@ -917,20 +917,12 @@ impl System {
         let mut nvme = Vec::new();
         for (d, rt) in self.io.nvme.iter().enumerate() {
             let t = rt.drive.totals();
-            let queued: u64 = self
+            let (queued, rejected) = self
                 .io
                 .jobs
                 .iter()
                 .filter(|j| j.drive as usize == d)
-                .map(|j| j.queued)
-                .sum();
-            let rejected: u64 = self
-                .io
-                .jobs
-                .iter()
-                .filter(|j| j.drive as usize == d)
-                .map(|j| j.rejected)
-                .sum();
+                .fold((0, 0), |(q, r), j| (q + j.queued, r + j.rejected));
             let r = NvmeReport {
                 name: rt.name.clone(),
                 iops: rt.reaped as f64 / secs,
