@@ -37,10 +37,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use apic_sim::{
-    AcceptOutcome, DeliveryMode, DestMode, Ioapic, IoapicCosts, LapicCosts, LocalApic, PinOutcome,
-    Polarity, RedirectionEntry, TriggerMode,
-};
+use apic_sim::{AcceptOutcome, Ioapic, IoapicCosts, LapicCosts, LocalApic, PinOutcome};
 use devices::ArrivalProcess;
 use serde::{Deserialize, Serialize};
 use sim_core::{ApicId, Duration, Freq, SimTime, Vector};
@@ -48,7 +45,8 @@ use sim_core::{ApicId, Duration, Freq, SimTime, Vector};
 use super::{ExperimentCtx, ExperimentOutput};
 use crate::engine::{Coroutine, EventQueue, Priority, RngStreams, Step};
 use crate::kernel::ioapic_driver::{
-    mask_irq, perform, unmask_irq, IoapicChipData, IoapicOp, IoapicPort, RteDriver,
+    ioapic_with_edge_pin, mask_irq, perform, unmask_irq, IoapicChipData, IoapicOp, IoapicPort,
+    RteDriver,
 };
 use crate::system::CpuCosts;
 
@@ -357,17 +355,7 @@ pub fn simulate_traced(
 impl Flow {
     fn new(sc: &MaskScenario, trace: bool) -> Flow {
         let freq = Freq::from_mhz(sc.costs.cpu.freq_mhz).expect("CPU clock above 0 MHz");
-        let entry = RedirectionEntry::new(
-            VECTOR,
-            DeliveryMode::Fixed,
-            DestMode::Physical,
-            TriggerMode::Edge,
-            Polarity::ActiveHigh,
-            false,
-            0,
-        );
-        let mut io = Ioapic::new(0, 24).expect("24 pins");
-        let _ = io.write_entry(PIN, entry).expect("pin exists");
+        let (io, entry) = ioapic_with_edge_pin(VECTOR, PIN);
         Flow {
             freq,
             queue: EventQueue::new(),

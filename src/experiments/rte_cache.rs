@@ -11,15 +11,14 @@
 
 use std::rc::Rc;
 
-use apic_sim::{
-    DeliveryMode, DestMode, Ioapic, IoapicAccess, IoapicCosts, Polarity, RedirectionEntry,
-    TriggerMode,
-};
+use apic_sim::{IoapicAccess, IoapicCosts};
 use serde::Serialize;
 use sim_core::{Freq, Vector};
 
 use super::{ExperimentCtx, ExperimentOutput};
-use crate::kernel::ioapic_driver::{mask_irq, run_now, unmask_irq, IoapicChipData, RteDriver};
+use crate::kernel::ioapic_driver::{
+    ioapic_with_edge_pin, mask_irq, run_now, unmask_irq, IoapicChipData, RteDriver,
+};
 use crate::system::CpuCosts;
 
 /// The pin both drivers work on.
@@ -51,17 +50,7 @@ fn posted(a: &IoapicAccess) -> u32 {
 /// The row of one driver under `ioapic` and `cpu` costs.
 pub fn point(driver: RteDriver, ioapic: &IoapicCosts, cpu: &CpuCosts) -> Row {
     let freq = Freq::from_mhz(cpu.freq_mhz).expect("CPU clock above 0 MHz");
-    let entry = RedirectionEntry::new(
-        Vector(0x41),
-        DeliveryMode::Fixed,
-        DestMode::Physical,
-        TriggerMode::Edge,
-        Polarity::ActiveHigh,
-        false,
-        0,
-    );
-    let mut io = Ioapic::new(0, 24).expect("24 pins");
-    let _ = io.write_entry(PIN, entry).expect("pin exists");
+    let (mut io, entry) = ioapic_with_edge_pin(Vector(0x41), PIN);
     let chip = IoapicChipData::new(PIN, entry);
     let c = Rc::clone(&chip);
     let mask = run_now(&mut io, ioapic, move |p| mask_irq(p, c, driver));

@@ -29,9 +29,12 @@ use std::future::Future;
 use std::rc::Rc;
 
 use apic_sim::ioapic::{IOREDTBL0, IOREGSEL, IOWIN, RTE_MASKED};
-use apic_sim::{InterruptMessage, Ioapic, IoapicAccess, IoapicCosts, RedirectionEntry};
+use apic_sim::{
+    DeliveryMode, DestMode, InterruptMessage, Ioapic, IoapicAccess, IoapicCosts, Polarity,
+    RedirectionEntry, TriggerMode,
+};
 use serde::{Deserialize, Serialize};
-use sim_core::Duration;
+use sim_core::{Duration, Vector};
 
 use crate::engine::{Call, Coroutine, Port, Step};
 
@@ -238,6 +241,24 @@ pub struct DriverRun {
     pub ops: Vec<IoapicOp>,
     /// Messages the accesses caused, (pin, message).
     pub delivered: Vec<(u8, InterruptMessage)>,
+}
+
+/// An IOAPIC (id 0, 24 pins) with `pin` programmed the way Linux sets up a legacy
+/// edge interrupt: fixed delivery, physical destination APIC 0, active high, unmasked.
+/// Returns the chip and the entry written.
+pub fn ioapic_with_edge_pin(vector: Vector, pin: u8) -> (Ioapic, RedirectionEntry) {
+    let entry = RedirectionEntry::new(
+        vector,
+        DeliveryMode::Fixed,
+        DestMode::Physical,
+        TriggerMode::Edge,
+        Polarity::ActiveHigh,
+        false,
+        0,
+    );
+    let mut io = Ioapic::new(0, 24).expect("24 pins");
+    let _ = io.write_entry(pin, entry).expect("pin exists");
+    (io, entry)
 }
 
 /// Runs an algorithm against `io` with nothing else happening: each access is
