@@ -192,7 +192,8 @@ pub enum DsaOp {
     MemCopy,
 }
 
-/// Service-time model of a DSA device. Every field is an assumption unless cited.
+/// Service-time model of a DSA device. The defaults are the `generic` profile's; each
+/// platform profile gives its machine's values and sources (`costs.dsa`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DsaCosts {
@@ -234,7 +235,8 @@ pub struct DsaWqConfig {
     pub transfer_bytes: u64,
     /// Whether each descriptor asks for a completion interrupt (RCI flag).
     pub completion_interrupt: bool,
-    pub costs: DsaCosts,
+    /// The device's service-time model; unset, the platform's (`costs.dsa`).
+    pub costs: Option<DsaCosts>,
 }
 
 impl Default for DsaWqConfig {
@@ -246,7 +248,7 @@ impl Default for DsaWqConfig {
             op: DsaOp::MemFill,
             transfer_bytes: 256,
             completion_interrupt: true,
-            costs: DsaCosts::default(),
+            costs: None,
         }
     }
 }
@@ -264,37 +266,45 @@ impl DsaWqConfig {
         if self.engines == 0 || self.engines > 64 {
             return Err(bad("engines", self.engines.to_string(), "1..=64 engines"));
         }
-        for (name, v, positive) in [
-            (
-                "costs.descriptor_overhead_ns",
-                self.costs.descriptor_overhead_ns,
-                false,
-            ),
-            ("costs.fill_gbps", self.costs.fill_gbps, true),
-            ("costs.copy_gbps", self.costs.copy_gbps, true),
-        ] {
-            let ok = v.is_finite() && if positive { v > 0.0 } else { v >= 0.0 } && v <= 1e12;
-            if !ok {
-                return Err(bad(
-                    name,
-                    v.to_string(),
-                    "a finite number, >= 0 (bandwidths > 0), at most 1e12",
-                ));
-            }
+        if let Some(costs) = &self.costs {
+            costs.validate(&format!("{field}.costs"))?;
         }
         Ok(())
     }
 
-    /// Time one engine spends on one descriptor.
-    pub fn service_time(&self) -> sim_core::Duration {
+    /// Time one engine spends on one descriptor, with `platform`'s service model when
+    /// the config sets none.
+    pub fn service_time(&self, platform: &DsaCosts) -> sim_core::Duration {
+        let costs = self.costs.as_ref().unwrap_or(platform);
         let gbps = match self.op {
-            DsaOp::MemFill => self.costs.fill_gbps,
-            DsaOp::MemCopy => self.costs.copy_gbps,
+            DsaOp::MemFill => costs.fill_gbps,
+            DsaOp::MemCopy => costs.copy_gbps,
         };
         // bytes / (GB/s) = ns
         sim_core::Duration::from_ns_f64(
-            self.costs.descriptor_overhead_ns + self.transfer_bytes as f64 / gbps,
+            costs.descriptor_overhead_ns + self.transfer_bytes as f64 / gbps,
         )
+    }
+}
+
+impl DsaCosts {
+    /// Checks every field; errors name `field` (e.g. `costs.dsa`).
+    pub fn validate(&self, field: &str) -> Result<(), crate::DeviceError> {
+        for (name, v, positive) in [
+            ("descriptor_overhead_ns", self.descriptor_overhead_ns, false),
+            ("fill_gbps", self.fill_gbps, true),
+            ("copy_gbps", self.copy_gbps, true),
+        ] {
+            let ok = v.is_finite() && if positive { v > 0.0 } else { v >= 0.0 } && v <= 1e12;
+            if !ok {
+                return Err(crate::DeviceError::InvalidParameter {
+                    field: format!("{field}.{name}"),
+                    value: v.to_string(),
+                    allowed: "a finite number, >= 0 (bandwidths > 0), at most 1e12".into(),
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -335,8 +345,15 @@ pub struct DsaWorkQueue {
 }
 
 impl DsaWorkQueue {
-    pub fn new(config: DsaWqConfig, message: MsiMessage, source_id: u16) -> Self {
-        let service = config.service_time();
+    /// A work queue with `config`; `platform` is the device service model used when the
+    /// config sets none.
+    pub fn new(
+        config: DsaWqConfig,
+        platform: &DsaCosts,
+        message: MsiMessage,
+        source_id: u16,
+    ) -> Self {
+        let service = config.service_time(platform);
         DsaWorkQueue {
             config,
             message,
@@ -435,6 +452,7 @@ mod wq_tests {
                 engines,
                 ..DsaWqConfig::default()
             },
+            &DsaCosts::default(),
             MsiMessage::default(),
             0,
         )
@@ -442,12 +460,13 @@ mod wq_tests {
 
     #[test]
     fn service_time_grows_with_size() {
-        let small = DsaWqConfig::default().service_time();
+        let p = DsaCosts::default();
+        let small = DsaWqConfig::default().service_time(&p);
         let big = DsaWqConfig {
             transfer_bytes: 1 << 20,
             ..DsaWqConfig::default()
         }
-        .service_time();
+        .service_time(&p);
         assert_eq!(small, sim_core::Duration::from_ns_f64(300.0 + 256.0 / 30.0));
         assert!(big > small);
     }
@@ -456,7 +475,7 @@ mod wq_tests {
     fn engines_run_in_parallel_then_descriptors_wait_in_order() {
         let mut q = wq(WqMode::Shared, 4, 2);
         let t = SimTime(0);
-        let svc = q.config().service_time();
+        let svc = q.config().service_time(&DsaCosts::default());
         assert_eq!(
             q.submit(t),
             SubmitOutcome::Accepted {
@@ -503,5 +522,38 @@ mod wq_tests {
         .validate("devices[1].dsa")
         .unwrap_err();
         assert!(e.to_string().contains("devices[1].dsa.engines"));
+        let e = DsaWqConfig {
+            costs: Some(DsaCosts {
+                fill_gbps: 0.0,
+                ..DsaCosts::default()
+            }),
+            ..DsaWqConfig::default()
+        }
+        .validate("devices[0].closed_loop.wq")
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("devices[0].closed_loop.wq.costs.fill_gbps"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_config_without_costs_uses_the_platform_model() {
+        let p = DsaCosts {
+            descriptor_overhead_ns: 100.0,
+            fill_gbps: 10.0,
+            copy_gbps: 5.0,
+        };
+        let cfg = DsaWqConfig {
+            transfer_bytes: 512,
+            ..DsaWqConfig::default()
+        };
+        assert_eq!(cfg.service_time(&p), sim_core::Duration::from_ns_f64(151.2));
+        let own = DsaWqConfig {
+            costs: Some(DsaCosts::default()),
+            ..cfg.clone()
+        };
+        assert_ne!(own.service_time(&p), cfg.service_time(&p));
     }
 }

@@ -35,24 +35,34 @@
 //! let targets = VectorMatrix::new(node.len()).place(&masks);
 //! assert_eq!(targets.len(), 3);
 //! // VMD in remap mode: each of the drive's MSI-X vectors gets a VMD vector.
-//! let mut vmd = VmdDomain::new(VmdConfig::default(), "vmd")?;
+//! let mut vmd = VmdDomain::new(VmdConfig::default(), 0.0, "vmd")?;
 //! for irq in 0..3 {
 //!     vmd.assign(ChildIrq { child: 0, irq }, ChildClass::Nvme)?;
 //! }
-//! let mut drive = NvmeDrive::new(NvmeConfig { queues: 2, ..NvmeConfig::default() }, "nvme")?;
+//! let platform = NvmeDriveCosts::default();
+//! let mut drive = NvmeDrive::new(NvmeConfig { queues: 2, ..NvmeConfig::default() }, &platform, "nvme")?;
 //! // A closed loop keeping 4 commands in flight on I/O queue 0.
 //! for tag in 0..4 {
 //!     let _ = drive.submit(SimTime::ZERO, 0, tag, &mut rng);
 //! }
-//! let (mut msis, mut done) = (Vec::new(), Vec::new());
+//! let (mut writes, mut done) = (Vec::new(), Vec::new());
 //! let mut tag = 4;
 //! while let Some(t) = drive.next_event() {
 //!     if t > SimTime(100_000_000) {
 //!         break; // 100 us
 //!     }
-//!     msis.clear();
-//!     drive.advance(t, &mut msis);
-//!     for m in &msis {
+//!     writes.clear();
+//!     drive.advance(t, &mut writes);
+//!     for w in &writes {
+//!         // Host memory sees each completion entry as soon as it is written here; the
+//!         // root's engine lands it when the root port's ordered stream delivers it.
+//!         let m = match w {
+//!             NvmeWrite::Completion { qid, .. } => {
+//!                 drive.land(*qid);
+//!                 continue;
+//!             }
+//!             NvmeWrite::Msi(m) => m,
+//!         };
 //!         // Linux numbering: I/O queue q is the drive's MSI-X vector q + 1.
 //!         let child = ChildIrq { child: 0, irq: m.vector as u32 + 1 };
 //!         let VmdRoute::Vector { vector, .. } = vmd.child_msi(m.at, child) else {
@@ -102,8 +112,8 @@ pub use nic::{
     RxOutcome, TxOutcome,
 };
 pub use nvme::{
-    Coalescing, CqEntry, MsiCause, NvmeConfig, NvmeDrive, NvmeHostCosts, NvmeMsi,
-    NvmeQueueCounters, NvmeSubmitOutcome, VectorCoalescing,
+    Coalescing, CqEntry, MsiCause, NvmeConfig, NvmeDrive, NvmeDriveCosts, NvmeHostCosts, NvmeMsi,
+    NvmeQueueCounters, NvmeSubmitOutcome, NvmeWrite, VectorCoalescing,
 };
 pub use trace::{TraceArrival, TraceError};
 pub use vmd::{ChildClass, ChildIrq, VmdConfig, VmdDomain, VmdMode, VmdRoute, VmdVectorCounters};

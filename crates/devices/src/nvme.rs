@@ -48,9 +48,12 @@
 //! 1. [`NvmeDrive::submit`] when the host rings an SQ doorbell (after advancing the
 //!    drive to that time if an event of its was due earlier: it asserts so);
 //! 2. after every input, ask [`NvmeDrive::next_event`] and schedule a wake-up there;
-//! 3. at that time call [`NvmeDrive::advance`], which posts entries and returns the MSIs
-//!    to raise (their `at` is when the drive raised them) and the next wake-up;
-//! 4. the interrupt handler calls [`NvmeDrive::reap`] (which writes the head doorbell).
+//! 3. at that time call [`NvmeDrive::advance`], which posts entries and returns the
+//!    drive's upstream writes in order (completion entries and MSIs; their `at` is when
+//!    the drive issued them) and the next wake-up;
+//! 4. when a completion entry's write reaches host memory (the root port's ordered
+//!    stream delivered it), call [`NvmeDrive::land`]: only landed entries can be reaped;
+//! 5. the interrupt handler calls [`NvmeDrive::reap`] (which writes the head doorbell).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -135,20 +138,16 @@ pub struct NvmeConfig {
     /// Entries of each SQ and CQ. Default 1024: Linux's `nvme` `io_queue_depth` module
     /// parameter (drivers/nvme/host/pci.c). 2..=65536 (CAP.MQES is 16 bits, 0's based).
     pub queue_entries: u32,
-    /// Completions per second the drive can deliver in total. Default 2.5 M: Samsung
-    /// PM1743 random-read ceiling (AnandTech, 2021-12-23, PM1743 announcement).
-    pub iops_ceiling: f64,
+    /// Completions per second the drive can deliver in total. Unset: the platform
+    /// profile's `costs.nvme.iops_ceiling` (see [`NvmeDriveCosts`]).
+    pub iops_ceiling: Option<f64>,
     /// Completions that may pass the ceiling back to back after an idle spell.
     /// Default 1 (assumption: a strict ceiling; no public figure on burst capacity).
     pub iops_burst: u32,
-    /// Unloaded completion latency, ns, from SQ doorbell to CQ entry. Default a
-    /// lognormal with mean 3,400 ns: the QD1 average of an Optane P5800X (polled
-    /// io_uring, 512 B; Jens Axboe, linux-block, Aug 2020), which includes host
-    /// submission and polling, so it bounds the device's part from above. `sigma = 0.2`
-    /// is an assumption (p99 about 1.6x the median); no public distribution exists.
-    /// With the PM1743 ceiling this is a composite "fast Gen5" drive: set both fields
-    /// to model a particular one.
-    pub latency_ns: Dist,
+    /// Unloaded completion latency, ns, from SQ doorbell to CQ entry. Unset: a
+    /// lognormal with the platform profile's `costs.nvme.latency_mean_ns` and
+    /// `costs.nvme.latency_sigma` (see [`NvmeDriveCosts`]).
+    pub latency_ns: Option<Dist>,
     /// Coalescing of every vector (FID 08h). Default off, the spec's reset value.
     pub coalescing: Coalescing,
     /// Per-vector exceptions to `coalescing`.
@@ -160,12 +159,9 @@ impl Default for NvmeConfig {
         NvmeConfig {
             queues: 1,
             queue_entries: 1024,
-            iops_ceiling: 2.5e6,
+            iops_ceiling: None,
             iops_burst: 1,
-            latency_ns: Dist::LogNormal {
-                mean: 3400.0,
-                sigma: 0.2,
-            },
+            latency_ns: None,
             coalescing: Coalescing::OFF,
             vector_coalescing: Vec::new(),
         }
@@ -192,18 +188,15 @@ impl NvmeConfig {
                 "2..=65536 entries",
             );
         }
-        if !(self.iops_ceiling.is_finite() && self.iops_ceiling >= 1.0 && self.iops_ceiling <= 1e12)
-        {
-            return bad(
-                "iops_ceiling",
-                self.iops_ceiling.to_string(),
-                "a finite number of completions per second in 1..=1e12",
-            );
+        if let Some(ceiling) = self.iops_ceiling {
+            check_ceiling(&format!("{field}.iops_ceiling"), ceiling)?;
         }
         if !(1..=1_000_000).contains(&self.iops_burst) {
             return bad("iops_burst", self.iops_burst.to_string(), "1..=1000000");
         }
-        self.latency_ns.validate(&format!("{field}.latency_ns"))?;
+        if let Some(latency) = &self.latency_ns {
+            latency.validate(&format!("{field}.latency_ns"))?;
+        }
         self.coalescing.validate(&format!("{field}.coalescing"))?;
         let mut seen = BTreeSet::new();
         for (i, v) in self.vector_coalescing.iter().enumerate() {
@@ -241,6 +234,81 @@ impl NvmeConfig {
                 time_100us: v.time_100us,
             })
             .unwrap_or(self.coalescing)
+    }
+}
+
+fn check_ceiling(field: &str, ceiling: f64) -> Result<(), DeviceError> {
+    if ceiling.is_finite() && (1.0..=1e12).contains(&ceiling) {
+        Ok(())
+    } else {
+        Err(DeviceError::InvalidParameter {
+            field: field.into(),
+            value: ceiling.to_string(),
+            allowed: "a finite number of completions per second in 1..=1e12".into(),
+        })
+    }
+}
+
+/// What a drive of the platform is, for every field a scenario's drive leaves unset.
+/// The platform profiles give each machine's drive, with sources.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NvmeDriveCosts {
+    /// Completions per second the drive can deliver in total. Default (`generic`):
+    /// 2.5 M, the Samsung PM1743 random-read ceiling (AnandTech, 2021-12-23).
+    pub iops_ceiling: f64,
+    /// Mean unloaded completion latency, ns, from SQ doorbell to CQ entry (lognormal).
+    /// Default (`generic`): 3,400 ns, the QD1 average of an Optane P5800X (polled
+    /// io_uring, 512 B; Jens Axboe, linux-block, Aug 2020).
+    pub latency_mean_ns: f64,
+    /// Shape of the lognormal latency (sigma of the underlying normal). Default 0.2:
+    /// assumption (p99 about 1.6x the median); no public distribution exists.
+    pub latency_sigma: f64,
+    /// Payload bandwidth of the drive's PCIe link toward the root port, GB/s, after
+    /// encoding and TLP framing. Every byte the drive writes upstream (read data, CQEs,
+    /// MSIs) crosses it in order. Default (`generic`): 14.4, PCIe 5.0 x4 (32 GT/s x 4
+    /// lanes x 128/130 encoding = 15.75 GB/s) with 256-byte payloads that each carry
+    /// about 24 bytes of framing and header (assumption).
+    pub link_gbytes_per_s: f64,
+}
+
+impl Default for NvmeDriveCosts {
+    fn default() -> Self {
+        NvmeDriveCosts {
+            iops_ceiling: 2.5e6,
+            latency_mean_ns: 3400.0,
+            latency_sigma: 0.2,
+            link_gbytes_per_s: 14.4,
+        }
+    }
+}
+
+impl NvmeDriveCosts {
+    /// Checks every field; errors name `field` (e.g. `costs.nvme`).
+    pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
+        check_ceiling(&format!("{field}.iops_ceiling"), self.iops_ceiling)?;
+        self.latency().validate(&format!("{field}.latency_mean_ns"))?;
+        if !(self.link_gbytes_per_s.is_finite() && self.link_gbytes_per_s > 0.0 && self.link_gbytes_per_s <= 1e6) {
+            return Err(DeviceError::InvalidParameter {
+                field: format!("{field}.link_gbytes_per_s"),
+                value: self.link_gbytes_per_s.to_string(),
+                allowed: "a bandwidth above 0 and at most 1e6 GB/s".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The latency distribution these costs describe.
+    pub fn latency(&self) -> Dist {
+        Dist::LogNormal {
+            mean: self.latency_mean_ns,
+            sigma: self.latency_sigma,
+        }
+    }
+
+    /// Time `bytes` take on the drive's link.
+    pub fn link_time(&self, bytes: u64) -> Duration {
+        Duration::from_ns_f64(bytes as f64 / self.link_gbytes_per_s)
     }
 }
 
@@ -322,6 +390,29 @@ pub struct NvmeMsi {
     pub cause: MsiCause,
 }
 
+/// One upstream write of the drive, in the order the drive issues them: a command's
+/// read data and its completion entry, then (unless coalescing holds it) the queue's
+/// MSI. PCIe keeps them in this order on the way to host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvmeWrite {
+    /// The data of one command and its CQ entry for queue `qid`, written at `at`.
+    /// The entry becomes visible to the host when the engine calls
+    /// [`NvmeDrive::land`].
+    Completion { qid: u16, at: SimTime },
+    /// An MSI.
+    Msi(NvmeMsi),
+}
+
+impl NvmeWrite {
+    /// The MSI, if this write is one.
+    pub fn msi(&self) -> Option<&NvmeMsi> {
+        match self {
+            NvmeWrite::Msi(m) => Some(m),
+            NvmeWrite::Completion { .. } => None,
+        }
+    }
+}
+
 /// Counters of one queue pair and its vector.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct NvmeQueueCounters {
@@ -363,6 +454,9 @@ struct QueuePair {
     /// Commands in the media or at the gate.
     in_device: u32,
     cq: VecDeque<CqEntry>,
+    /// Oldest CQ entries whose write has reached host memory (through the root port's
+    /// ordered write stream, see [`NvmeDrive::land`]); only those can be reaped.
+    landed: u32,
     /// Newest CQ entries not yet covered by an MSI.
     unsignalled: u32,
     /// When the aggregation timer fires, if armed.
@@ -382,6 +476,8 @@ type InMedia = Reverse<(SimTime, u64, u16, u64, SimTime)>;
 #[derive(Clone, Debug)]
 pub struct NvmeDrive {
     config: NvmeConfig,
+    /// The latency distribution in force (the config's, or the platform's).
+    latency: Dist,
     queues: Vec<QueuePair>,
     media: BinaryHeap<InMedia>,
     /// Generic cell rate algorithm: theoretical arrival time, increment, tolerance.
@@ -393,14 +489,24 @@ pub struct NvmeDrive {
 }
 
 impl NvmeDrive {
-    /// Validates `config` (errors name `field`) and builds an idle drive.
-    pub fn new(config: NvmeConfig, field: &str) -> Result<NvmeDrive, DeviceError> {
+    /// Validates `config` (errors name `field`) and builds an idle drive; fields the
+    /// config leaves unset come from `platform`.
+    pub fn new(
+        config: NvmeConfig,
+        platform: &NvmeDriveCosts,
+        field: &str,
+    ) -> Result<NvmeDrive, DeviceError> {
         config.validate(field)?;
-        let increment = Duration(((PS_PER_S as f64 / config.iops_ceiling).round() as u64).max(1));
+        let ceiling = config.iops_ceiling.unwrap_or(platform.iops_ceiling);
+        check_ceiling(&format!("{field}.iops_ceiling"), ceiling)?;
+        let latency = config.latency_ns.clone().unwrap_or_else(|| platform.latency());
+        latency.validate(&format!("{field}.latency_ns"))?;
+        let increment = Duration(((PS_PER_S as f64 / ceiling).round() as u64).max(1));
         let queues = (0..config.queues)
             .map(|v| QueuePair {
                 in_device: 0,
                 cq: VecDeque::new(),
+                landed: 0,
                 unsignalled: 0,
                 deadline: None,
                 coalescing: config.coalescing_of(v),
@@ -412,6 +518,7 @@ impl NvmeDrive {
             gate_increment: increment,
             gate_tat: SimTime::ZERO,
             config,
+            latency,
             queues,
             media: BinaryHeap::new(),
             timers: BTreeSet::new(),
@@ -434,9 +541,30 @@ impl NvmeDrive {
         q.in_device + q.cq.len() as u32
     }
 
-    /// Entries waiting in CQ `qid` (what `nvme_cqe_pending` would see).
+    /// Entries in CQ `qid` that the host can see (landed): what `nvme_cqe_pending`
+    /// would find.
     pub fn cq_len(&self, qid: u16) -> u32 {
-        self.queues[qid as usize].cq.len() as u32
+        self.queues[qid as usize].landed
+    }
+
+    /// Entries the drive wrote to CQ `qid` that have not landed in host memory yet.
+    pub fn cq_in_flight(&self, qid: u16) -> u32 {
+        let q = &self.queues[qid as usize];
+        q.cq.len() as u32 - q.landed
+    }
+
+    /// The oldest in-flight entry of CQ `qid` has reached host memory: the root port's
+    /// ordered write stream delivered it. From now on the host can reap it.
+    ///
+    /// # Panics
+    /// If no entry of that queue is in flight (the engine landed more than was written).
+    pub fn land(&mut self, qid: u16) {
+        let q = &mut self.queues[qid as usize];
+        assert!(
+            (q.landed as usize) < q.cq.len(),
+            "NVMe CQ {qid}: landing an entry that was never written"
+        );
+        q.landed += 1;
     }
 
     pub fn counters(&self, qid: u16) -> NvmeQueueCounters {
@@ -471,7 +599,7 @@ impl NvmeDrive {
             );
         }
         let limit = self.config.queue_entries - 1;
-        let latency = Duration::from_ns_f64(self.config.latency_ns.sample(rng));
+        let latency = Duration::from_ns_f64(self.latency.sample(rng));
         let q = self
             .queues
             .get_mut(qid as usize)
@@ -506,9 +634,9 @@ impl NvmeDrive {
     }
 
     /// Performs everything due at or before `now`, in time order (a completion before a
-    /// timer due at the same instant); appends the MSIs raised to `out` and returns the
-    /// next wake-up.
-    pub fn advance(&mut self, now: SimTime, out: &mut Vec<NvmeMsi>) -> Option<SimTime> {
+    /// timer due at the same instant); appends the writes the drive issues (completion
+    /// entries and MSIs, in order) to `out` and returns the next wake-up.
+    pub fn advance(&mut self, now: SimTime, out: &mut Vec<NvmeWrite>) -> Option<SimTime> {
         loop {
             let completion = self.next_completion().filter(|t| *t <= now);
             let timer = self.timers.first().copied().filter(|(t, _)| *t <= now);
@@ -522,7 +650,7 @@ impl NvmeDrive {
         self.next_event()
     }
 
-    fn complete_one(&mut self, at: SimTime, out: &mut Vec<NvmeMsi>) {
+    fn complete_one(&mut self, at: SimTime, out: &mut Vec<NvmeWrite>) {
         let Reverse((_, _, qid, tag, submitted_at)) = self.media.pop().expect("a ready command");
         self.gate_tat = self.gate_tat.max(at) + self.gate_increment;
         let q = &mut self.queues[qid as usize];
@@ -534,6 +662,7 @@ impl NvmeDrive {
         });
         q.counters.completed += 1;
         q.unsignalled += 1;
+        out.push(NvmeWrite::Completion { qid, at });
         let c = q.coalescing;
         if !c.enabled() {
             self.signal(qid, at, MsiCause::Immediate, out);
@@ -546,7 +675,7 @@ impl NvmeDrive {
         }
     }
 
-    fn fire_timer(&mut self, at: SimTime, qid: u16, out: &mut Vec<NvmeMsi>) {
+    fn fire_timer(&mut self, at: SimTime, qid: u16, out: &mut Vec<NvmeWrite>) {
         self.timers.remove(&(at, qid));
         let q = &mut self.queues[qid as usize];
         q.deadline = None;
@@ -557,7 +686,7 @@ impl NvmeDrive {
         self.signal(qid, at, MsiCause::Timer, out);
     }
 
-    fn signal(&mut self, qid: u16, at: SimTime, cause: MsiCause, out: &mut Vec<NvmeMsi>) {
+    fn signal(&mut self, qid: u16, at: SimTime, cause: MsiCause, out: &mut Vec<NvmeWrite>) {
         let q = &mut self.queues[qid as usize];
         let entries = q.unsignalled;
         q.unsignalled = 0;
@@ -572,17 +701,18 @@ impl NvmeDrive {
             MsiCause::Threshold => c.msis_threshold += 1,
             MsiCause::Timer => c.msis_timer += 1,
         }
-        out.push(NvmeMsi {
+        out.push(NvmeWrite::Msi(NvmeMsi {
             at,
             vector: qid,
             entries,
             cause,
-        });
+        }));
     }
 
-    /// The host takes up to `max` entries from CQ `qid`, oldest first, appends them to
-    /// `out`, and writes the CQ head doorbell; returns how many it took. Consumed
-    /// entries that no MSI had signalled leave the aggregation (see the module docs).
+    /// The host takes up to `max` landed entries from CQ `qid`, oldest first, appends
+    /// them to `out`, and writes the CQ head doorbell; returns how many it took.
+    /// Consumed entries that no MSI had signalled leave the aggregation (see the module
+    /// docs).
     ///
     /// # Panics
     /// If `qid` is not below [`queues`](Self::queues).
@@ -591,8 +721,9 @@ impl NvmeDrive {
             .queues
             .get_mut(qid as usize)
             .unwrap_or_else(|| panic!("NVMe reap from queue {qid}, which does not exist"));
-        let n = (max as usize).min(q.cq.len());
+        let n = (max as usize).min(q.landed as usize);
         out.extend(q.cq.drain(..n));
+        q.landed -= n as u32;
         q.counters.reaped += n as u64;
         let remaining = q.cq.len() as u32;
         if q.unsignalled > remaining {
@@ -631,6 +762,7 @@ impl NvmeDrive {
                 "queue {i}"
             );
             assert!(q.unsignalled as usize <= q.cq.len(), "queue {i}");
+            assert!(q.landed as usize <= q.cq.len(), "queue {i}: landed <= written");
             assert_eq!(
                 q.deadline.is_some(),
                 q.unsignalled > 0 && q.coalescing.enabled(),

@@ -14,7 +14,21 @@ fn fixed_latency(ns: f64) -> Dist {
 }
 
 fn drive(cfg: NvmeConfig) -> NvmeDrive {
-    NvmeDrive::new(cfg, "nvme[0]").unwrap()
+    NvmeDrive::new(cfg, &NvmeDriveCosts::default(), "nvme[0]").unwrap()
+}
+
+/// `advance` for a host whose memory sees every entry as soon as the drive writes it:
+/// lands each completion at once and collects the MSIs.
+fn advance(d: &mut NvmeDrive, now: SimTime, msis: &mut Vec<NvmeMsi>) -> Option<SimTime> {
+    let mut writes = Vec::new();
+    let next = d.advance(now, &mut writes);
+    for w in writes {
+        match w {
+            NvmeWrite::Completion { qid, .. } => d.land(qid),
+            NvmeWrite::Msi(m) => msis.push(m),
+        }
+    }
+    next
 }
 
 /// Advances the drive until it is idle or `until`, collecting MSIs.
@@ -24,7 +38,7 @@ fn run_until(d: &mut NvmeDrive, until: SimTime) -> Vec<NvmeMsi> {
         if t > until {
             break;
         }
-        d.advance(t, &mut out);
+        advance(d, t, &mut out);
         d.check_conservation();
     }
     out
@@ -41,7 +55,7 @@ fn ns(x: u64) -> SimTime {
 #[test]
 fn one_command_completes_after_its_latency_and_raises_one_msi() {
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(3400.0),
+        latency_ns: Some(fixed_latency(3400.0)),
         ..NvmeConfig::default()
     });
     let mut r = rng();
@@ -51,9 +65,9 @@ fn one_command_completes_after_its_latency_and_raises_one_msi() {
     );
     assert_eq!(d.next_event(), Some(ns(3500)));
     let mut msis = Vec::new();
-    assert_eq!(d.advance(ns(3499), &mut msis), Some(ns(3500)));
+    assert_eq!(advance(&mut d, ns(3499), &mut msis), Some(ns(3500)));
     assert!(msis.is_empty());
-    assert_eq!(d.advance(ns(3500), &mut msis), None);
+    assert_eq!(advance(&mut d, ns(3500), &mut msis), None);
     assert_eq!(
         msis,
         vec![NvmeMsi {
@@ -81,8 +95,8 @@ fn one_command_completes_after_its_latency_and_raises_one_msi() {
 fn the_ceiling_spaces_completions_and_the_burst_lets_some_through_together() {
     // 1 M IOPS: one completion per microsecond at most.
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(1000.0),
-        iops_ceiling: 1e6,
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e6),
         ..NvmeConfig::default()
     });
     let mut r = rng();
@@ -96,8 +110,8 @@ fn the_ceiling_spaces_completions_and_the_burst_lets_some_through_together() {
     assert_eq!(posted, vec![us(1), us(2), us(3), us(4), us(5)]);
 
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(1000.0),
-        iops_ceiling: 1e6,
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e6),
         iops_burst: 3,
         ..NvmeConfig::default()
     });
@@ -114,8 +128,8 @@ fn the_ceiling_spaces_completions_and_the_burst_lets_some_through_together() {
 #[test]
 fn threshold_coalesces_thr_plus_one_entries_into_one_msi() {
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(1000.0),
-        iops_ceiling: 1e9,
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e9),
         coalescing: Coalescing {
             threshold: 3,
             time_100us: 1,
@@ -137,8 +151,8 @@ fn threshold_coalesces_thr_plus_one_entries_into_one_msi() {
 #[test]
 fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(1000.0),
-        iops_ceiling: 1e9,
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e9),
         coalescing: Coalescing {
             threshold: 9,
             time_100us: 2,
@@ -164,8 +178,8 @@ fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
 #[test]
 fn reaping_unsignalled_entries_cancels_their_msi() {
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(1000.0),
-        iops_ceiling: 1e9,
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e9),
         coalescing: Coalescing {
             threshold: 7,
             time_100us: 1,
@@ -199,8 +213,8 @@ fn reaping_unsignalled_entries_cancels_their_msi() {
 fn each_vector_coalesces_on_its_own_and_overrides_apply() {
     let mut d = drive(NvmeConfig {
         queues: 2,
-        latency_ns: fixed_latency(1000.0),
-        iops_ceiling: 1e9,
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e9),
         coalescing: Coalescing {
             threshold: 1,
             time_100us: 1,
@@ -228,7 +242,7 @@ fn each_vector_coalesces_on_its_own_and_overrides_apply() {
 #[should_panic(expected = "was not advanced")]
 fn an_input_after_a_missed_event_is_an_engine_bug() {
     let mut d = drive(NvmeConfig {
-        latency_ns: fixed_latency(1000.0),
+        latency_ns: Some(fixed_latency(1000.0)),
         ..NvmeConfig::default()
     });
     let mut r = rng();
@@ -305,7 +319,7 @@ fn config_errors_name_the_field_and_toml_uses_defaults() {
             ..NvmeConfig::default()
         },
         NvmeConfig {
-            iops_ceiling: f64::INFINITY,
+            iops_ceiling: Some(f64::INFINITY),
             ..NvmeConfig::default()
         },
         NvmeConfig {
@@ -313,7 +327,7 @@ fn config_errors_name_the_field_and_toml_uses_defaults() {
             ..NvmeConfig::default()
         },
         NvmeConfig {
-            latency_ns: Dist::Exponential { mean: -1.0 },
+            latency_ns: Some(Dist::Exponential { mean: -1.0 }),
             ..NvmeConfig::default()
         },
     ] {
@@ -328,6 +342,75 @@ fn config_errors_name_the_field_and_toml_uses_defaults() {
     assert_eq!(c.coalescing_of(3).entries(), 8);
     assert!(toml::from_str::<NvmeConfig>("queus = 4\n").is_err());
     assert!(NvmeHostCosts::default().validate("h").is_ok());
+    assert!(NvmeDriveCosts::default().validate("costs.nvme").is_ok());
+    let e = NvmeDriveCosts {
+        link_gbytes_per_s: 0.0,
+        ..NvmeDriveCosts::default()
+    }
+    .validate("costs.nvme")
+    .unwrap_err();
+    assert!(e.to_string().contains("costs.nvme.link_gbytes_per_s"), "{e}");
+}
+
+#[test]
+fn entries_are_reapable_only_once_landed_and_land_in_write_order() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e9),
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    for tag in 0..3 {
+        let _ = d.submit(SimTime::ZERO, 0, tag, &mut r);
+    }
+    let mut writes = Vec::new();
+    d.advance(ns(1010), &mut writes);
+    // Each completion is followed by its MSI (no coalescing), in the drive's order.
+    let kinds: Vec<bool> = writes.iter().map(|w| w.msi().is_some()).collect();
+    assert_eq!(kinds, [false, true, false, true, false, true]);
+    let mut got = Vec::new();
+    assert_eq!(d.reap(0, u32::MAX, &mut got), 0, "nothing landed yet");
+    assert_eq!((d.cq_len(0), d.cq_in_flight(0)), (0, 3));
+    d.land(0);
+    d.land(0);
+    assert_eq!(d.reap(0, u32::MAX, &mut got), 2);
+    assert_eq!(got.iter().map(|e| e.tag).collect::<Vec<_>>(), [0, 1]);
+    d.land(0);
+    assert_eq!(d.reap(0, u32::MAX, &mut got), 1);
+    assert_eq!(got[2].tag, 2);
+    d.check_conservation();
+}
+
+#[test]
+#[should_panic(expected = "never written")]
+fn landing_more_than_was_written_is_an_engine_bug() {
+    let mut d = drive(NvmeConfig::default());
+    d.land(0);
+}
+
+#[test]
+fn unset_fields_take_the_platform_drive() {
+    let platform = NvmeDriveCosts {
+        iops_ceiling: 1e6,
+        latency_mean_ns: 10_000.0,
+        latency_sigma: 0.0,
+        ..NvmeDriveCosts::default()
+    };
+    let mut d = NvmeDrive::new(NvmeConfig::default(), &platform, "n").unwrap();
+    let mut r = rng();
+    let _ = d.submit(SimTime::ZERO, 0, 0, &mut r);
+    let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
+    // Latency 10 us, then one completion per microsecond through the gate.
+    assert_eq!(d.next_event(), Some(us(10)));
+    let mut msis = Vec::new();
+    advance(&mut d, us(10), &mut msis);
+    assert_eq!(d.next_event(), Some(us(11)));
+    let bad = NvmeDriveCosts {
+        iops_ceiling: -1.0,
+        ..NvmeDriveCosts::default()
+    };
+    let e = NvmeDrive::new(NvmeConfig::default(), &bad, "nvme[3]").unwrap_err();
+    assert!(e.to_string().contains("nvme[3].iops_ceiling"), "{e}");
 }
 
 /// A closed-loop fio-like job per queue, as the lead's host side would run it: keep
@@ -350,7 +433,7 @@ fn closed_loop(cfg: NvmeConfig, iodepth: u32, duration: SimTime) -> (NvmeDrive, 
             break;
         }
         msis.clear();
-        d.advance(t, &mut msis);
+        advance(&mut d, t, &mut msis);
         for m in &msis {
             got.clear();
             d.reap(m.vector, u32::MAX, &mut got);
@@ -370,8 +453,8 @@ fn closed_loop(cfg: NvmeConfig, iodepth: u32, duration: SimTime) -> (NvmeDrive, 
 fn closed_loop_iops_is_bounded_by_latency_at_low_depth_and_by_the_ceiling_at_high() {
     let cfg = NvmeConfig {
         queues: 4,
-        latency_ns: fixed_latency(10_000.0),
-        iops_ceiling: 1e6,
+        latency_ns: Some(fixed_latency(10_000.0)),
+        iops_ceiling: Some(1e6),
         ..NvmeConfig::default()
     };
     let window = SimTime(10 * 1_000_000_000); // 10 ms
@@ -426,8 +509,8 @@ proptest! {
         let mut d = drive(NvmeConfig {
             queues: 3,
             queue_entries: 8,
-            iops_ceiling: 5e6,
-            latency_ns: Dist::ShiftedExponential { min: 2000.0, mean_above_min: 3000.0 },
+            iops_ceiling: Some(5e6),
+            latency_ns: Some(Dist::ShiftedExponential { min: 2000.0, mean_above_min: 3000.0 }),
             coalescing: Coalescing { threshold: thr, time_100us: time },
             ..NvmeConfig::default()
         });
@@ -447,7 +530,7 @@ proptest! {
                 }
                 Op::Advance(dt) => {
                     now = SimTime(now.0 + dt * 1_000);
-                    d.advance(now, &mut msis);
+                    advance(&mut d, now, &mut msis);
                 }
                 Op::Reap(q, m) => { d.reap(q, m, &mut got); }
             }
@@ -457,7 +540,7 @@ proptest! {
         let t = d.totals();
         prop_assert_eq!(t.submitted + refused, tag);
         // Drain without reaping: every command completes, every entry is signalled.
-        d.advance(SimTime(u64::MAX / 2), &mut msis);
+        advance(&mut d, SimTime(u64::MAX / 2), &mut msis);
         d.check_conservation();
         let t = d.totals();
         prop_assert_eq!(t.completed, t.submitted);
@@ -483,8 +566,8 @@ proptest! {
     ) {
         let mut d = drive(NvmeConfig {
             queues: 2,
-            iops_ceiling: 2e6,
-            latency_ns: Dist::ShiftedExponential { min: 1000.0, mean_above_min: 500.0 },
+            iops_ceiling: Some(2e6),
+            latency_ns: Some(Dist::ShiftedExponential { min: 1000.0, mean_above_min: 500.0 }),
             ..NvmeConfig::default()
         });
         let mut r = rand::rngs::StdRng::seed_from_u64(seed);
@@ -492,7 +575,7 @@ proptest! {
         times.sort();
         let mut msis = Vec::new();
         for (i, (t, q)) in times.iter().enumerate() {
-            d.advance(*t, &mut msis);
+            advance(&mut d, *t, &mut msis);
             let _ = d.submit(*t, *q, i as u64, &mut r);
         }
         run_until(&mut d, SimTime::MAX);

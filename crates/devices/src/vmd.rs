@@ -60,9 +60,14 @@ pub struct VmdConfig {
     pub vectors: u32,
     /// `VMD_FEAT_OFFSET_FIRST_VECTOR`: vector 0 is not used for child interrupts.
     pub offset_first_vector: bool,
-    /// Time from a child's MSI write reaching VMD to VMD's own MSI write, ns.
-    /// Assumption: 0 (no public figure; VMD forwards the write as it arrives).
-    pub forward_ns: f64,
+    /// Time from a child's MSI write reaching VMD to VMD's own MSI write, ns. Unset:
+    /// the platform's `costs.vmd.forward_ns`.
+    pub forward_ns: Option<f64>,
+    /// Whether a child MSI that arrives while VMD's own MSI for the same vector is
+    /// still outstanding (written but not yet delivered) merges into it instead of
+    /// making VMD write another. Unpublished (seed 002 thread); default false, and the
+    /// `vmd` experiment reports both.
+    pub merge_while_outstanding: bool,
 }
 
 impl Default for VmdConfig {
@@ -71,7 +76,8 @@ impl Default for VmdConfig {
             mode: VmdMode::Remap,
             vectors: 64,
             offset_first_vector: false,
-            forward_ns: 0.0,
+            forward_ns: None,
+            merge_while_outstanding: false,
         }
     }
 }
@@ -93,14 +99,23 @@ impl VmdConfig {
                 ),
             });
         }
-        if !(self.forward_ns.is_finite() && (0.0..=1e9).contains(&self.forward_ns)) {
-            return Err(DeviceError::InvalidParameter {
-                field: format!("{field}.forward_ns"),
-                value: self.forward_ns.to_string(),
-                allowed: "a finite number of ns in 0..=1e9".into(),
-            });
+        match self.forward_ns {
+            Some(ns) => check_forward_ns(&format!("{field}.forward_ns"), ns),
+            None => Ok(()),
         }
+    }
+}
+
+/// Checks a VMD forwarding delay; `field` names it in the error.
+pub fn check_forward_ns(field: &str, ns: f64) -> Result<(), DeviceError> {
+    if ns.is_finite() && (0.0..=1e9).contains(&ns) {
         Ok(())
+    } else {
+        Err(DeviceError::InvalidParameter {
+            field: field.into(),
+            value: ns.to_string(),
+            allowed: "a finite number of ns in 0..=1e9".into(),
+        })
     }
 }
 
@@ -127,6 +142,9 @@ pub struct ChildIrq {
 pub enum VmdRoute {
     /// VMD raises its vector `vector` at `at`.
     Vector { vector: u16, at: SimTime },
+    /// VMD's MSI for `vector` is still outstanding and merging is on: the child MSI
+    /// rides on it; VMD writes nothing new.
+    Merged { vector: u16 },
     /// Bypass: the child's MSI goes to the IOMMU itself, at once.
     Direct,
 }
@@ -136,8 +154,10 @@ pub enum VmdRoute {
 pub struct VmdVectorCounters {
     /// Child MSIs that landed on this vector.
     pub child_msis: u64,
-    /// MSIs VMD raised on this vector (one per child MSI).
+    /// MSIs VMD raised on this vector (one per child MSI that did not merge).
     pub vmd_msis: u64,
+    /// Child MSIs that merged into an outstanding VMD MSI.
+    pub merged_child_msis: u64,
     /// Runs of VMD's handler for this vector.
     pub handler_runs: u64,
     /// Child handler calls those runs made.
@@ -161,16 +181,26 @@ pub struct VmdDomain {
     /// Every assigned child irq, its vector and whether it was counted; sorted.
     assigned: Vec<(ChildIrq, u16, bool)>,
     counters: Vec<VmdVectorCounters>,
+    /// Per vector: VMD wrote its MSI and has not been told it was delivered.
+    outstanding: Vec<bool>,
     bypassed_msis: u64,
 }
 
 impl VmdDomain {
-    /// Validates `config` (errors name `field`) and builds a domain with no children.
-    pub fn new(config: VmdConfig, field: &str) -> Result<VmdDomain, DeviceError> {
+    /// Validates `config` (errors name `field`) and builds a domain with no children;
+    /// `platform_forward_ns` is the forwarding delay when the config sets none.
+    pub fn new(
+        config: VmdConfig,
+        platform_forward_ns: f64,
+        field: &str,
+    ) -> Result<VmdDomain, DeviceError> {
         config.validate(field)?;
+        let forward_ns = config.forward_ns.unwrap_or(platform_forward_ns);
+        check_forward_ns(&format!("{field}.forward_ns"), forward_ns)?;
         let n = config.vectors as usize;
         Ok(VmdDomain {
-            forward: Duration::from_ns_f64(config.forward_ns),
+            forward: Duration::from_ns_f64(forward_ns),
+            outstanding: vec![false; n],
             first_vec: config.offset_first_vector as u32,
             lists: vec![Vec::new(); n],
             counts: vec![0; n],
@@ -279,11 +309,28 @@ impl VmdDomain {
             .unwrap_or_else(|| panic!("MSI from unassigned VMD child irq {irq:?}"));
         let c = &mut self.counters[vector as usize];
         c.child_msis += 1;
+        let v = vector as usize;
+        if self.config.merge_while_outstanding && self.outstanding[v] {
+            c.merged_child_msis += 1;
+            return VmdRoute::Merged { vector };
+        }
         c.vmd_msis += 1;
+        self.outstanding[v] = true;
         VmdRoute::Vector {
             vector,
             at: now + self.forward,
         }
+    }
+
+    /// VMD's MSI for `vector` was delivered (it left VMD's ordered write stream): a
+    /// later child MSI makes VMD write a new one.
+    pub fn vmd_msi_delivered(&mut self, vector: u16) {
+        self.outstanding[vector as usize] = false;
+    }
+
+    /// Whether VMD's MSI for `vector` is outstanding.
+    pub fn is_outstanding(&self, vector: u16) -> bool {
+        self.outstanding[vector as usize]
     }
 
     /// VMD's handler runs for `vector`: the child irqs whose handlers it calls, in
@@ -305,14 +352,19 @@ impl VmdDomain {
         self.bypassed_msis
     }
 
-    /// Asserts the domain's invariants: each child MSI became exactly one VMD MSI; the
-    /// lists, counts and assignments agree.
+    /// Asserts the domain's invariants: each child MSI became one VMD MSI or merged
+    /// into one; without merging, one VMD MSI per child MSI; the lists, counts and
+    /// assignments agree.
     pub fn check_conservation(&self) {
         for (v, c) in self.counters.iter().enumerate() {
             assert_eq!(
-                c.child_msis, c.vmd_msis,
-                "vector {v}: one VMD MSI per child MSI"
+                c.child_msis,
+                c.vmd_msis + c.merged_child_msis,
+                "vector {v}: every child MSI is a VMD MSI or merged into one"
             );
+            if !self.config.merge_while_outstanding {
+                assert_eq!(c.merged_child_msis, 0, "vector {v}: merging is off");
+            }
         }
         let listed: usize = self.lists.iter().map(Vec::len).sum();
         assert_eq!(listed, self.assigned.len());
@@ -339,6 +391,7 @@ mod tests {
                 offset_first_vector: offset,
                 ..VmdConfig::default()
             },
+            0.0,
             "vmd",
         )
         .unwrap()
@@ -413,9 +466,10 @@ mod tests {
         let mut d = VmdDomain::new(
             VmdConfig {
                 vectors: 2,
-                forward_ns: 10.0,
+                forward_ns: Some(10.0),
                 ..VmdConfig::default()
             },
+            0.0,
             "vmd",
         )
         .unwrap();
@@ -444,12 +498,57 @@ mod tests {
                 mode: VmdMode::Bypass,
                 ..VmdConfig::default()
             },
+            0.0,
             "vmd",
         )
         .unwrap();
         assert_eq!(d.assign(irq(0, 0), ChildClass::Nvme).unwrap(), None);
         assert_eq!(d.child_msi(SimTime(5), irq(0, 0)), VmdRoute::Direct);
         assert_eq!(d.bypassed_msis(), 1);
+    }
+
+    #[test]
+    fn merging_rides_on_the_outstanding_msi_until_it_is_delivered() {
+        let cfg = |merge| VmdConfig {
+            vectors: 2,
+            merge_while_outstanding: merge,
+            ..VmdConfig::default()
+        };
+        let mut d = VmdDomain::new(cfg(true), 5.0, "vmd").unwrap();
+        d.assign(irq(0, 0), ChildClass::Nvme).unwrap();
+        d.assign(irq(0, 1), ChildClass::Nvme).unwrap();
+        let t = SimTime(1_000);
+        assert_eq!(
+            d.child_msi(t, irq(0, 1)),
+            VmdRoute::Vector {
+                vector: 1,
+                at: SimTime(6_000)
+            },
+            "the platform's forwarding delay applies"
+        );
+        assert!(d.is_outstanding(1));
+        assert_eq!(d.child_msi(t, irq(0, 0)), VmdRoute::Merged { vector: 1 });
+        d.vmd_msi_delivered(1);
+        assert!(matches!(
+            d.child_msi(t, irq(0, 0)),
+            VmdRoute::Vector { vector: 1, .. }
+        ));
+        let c = d.counters(1);
+        assert_eq!((c.child_msis, c.vmd_msis, c.merged_child_msis), (3, 2, 1));
+        d.check_conservation();
+        // Without merging every child MSI is a VMD MSI, outstanding or not.
+        let mut d = VmdDomain::new(cfg(false), 0.0, "vmd").unwrap();
+        d.assign(irq(0, 0), ChildClass::Nvme).unwrap();
+        for _ in 0..3 {
+            assert!(matches!(
+                d.child_msi(t, irq(0, 0)),
+                VmdRoute::Vector { .. }
+            ));
+        }
+        assert_eq!(d.counters(1).vmd_msis, 3);
+        d.check_conservation();
+        let e = VmdDomain::new(cfg(false), -1.0, "vmd[2]").unwrap_err();
+        assert!(e.to_string().contains("vmd[2].forward_ns"), "{e}");
     }
 
     #[test]

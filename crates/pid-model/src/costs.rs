@@ -9,9 +9,10 @@
 //! - a core: `fetch(kind)` + (`locked_rmw_cycles` if the operation is locked), where
 //!   `fetch(L1Hit) = l1_hit_cycles`, `fetch(LlcHit) = llc_hit_cycles` and every other
 //!   kind has its own ns field;
-//! - the IOMMU: `iommu_rmw_ns` (which already includes reading the line from the LLC of
+//! - the IOMMU: `iommu_post_occupancy_ns` (which already includes reading the line from the LLC of
 //!   the IOMMU's socket and writing it back) plus the extra time to get the line from
-//!   anywhere else (a core holding it, another socket, memory).
+//!   anywhere else (a core holding it, another socket, memory). That sum is how long
+//!   the IOMMU holds the line; `iommu_post_latency_ns` follows it without holding it.
 
 use serde::{Deserialize, Serialize};
 use sim_core::{Duration, Freq};
@@ -96,15 +97,20 @@ pub struct LineCosts {
     /// Source: 130 ns remote idle DRAM latency, same FD.io CSIT page.
     pub remote_memory_ns: f64,
 
-    /// The IOMMU's posting update when the line is in the LLC of its own socket and no
-    /// core holds it Modified: read for ownership, set the PIR bit (and ON), write the
-    /// line back. In ns.
-    /// Assumption (no published figure, see COST-SOURCES.md): two trips between the
-    /// IOMMU in the I/O block and the caching agent (ownership read, then write-back),
-    /// each comparable to a 55.6 ns same-socket transfer, plus the IOMMU's own pipeline;
-    /// we take 150 ns. This keeps the IOMMU an order of magnitude slower to reach the
-    /// line than a core hitting its L1 (DESIGN.md 4.2).
-    pub iommu_rmw_ns: f64,
+    /// How long the IOMMU holds the line for one posting update when it finds the line
+    /// in the LLC of its own socket with no core holding it: the read for ownership at
+    /// the caching agent, the update of PIR (and ON), the write-back. The next post to
+    /// the same line cannot start before this ends; posts to other lines overlap it
+    /// (posting is pipelined). In ns. The extra time to take the line from a core or
+    /// another socket (below) adds to it. See the platform profiles for each machine's
+    /// value and source; the default is the `generic` profile's.
+    pub iommu_post_occupancy_ns: f64,
+
+    /// From the end of the IOMMU's hold on the line to the end of the posting request:
+    /// the pipeline's response path, after which the notification (if any) may leave
+    /// for the interrupt-delivery path. It does not hold the line or the device's
+    /// write stream. In ns.
+    pub iommu_post_latency_ns: f64,
 
     /// Extra time for the IOMMU's update when a core on the IOMMU's socket holds the
     /// line Modified: the caching agent snoops the core and takes the dirty line. In ns.
@@ -130,7 +136,8 @@ impl Default for LineCosts {
             remote_llc_other_socket_ns: 115.0,
             memory_ns: 81.0,
             remote_memory_ns: 130.0,
-            iommu_rmw_ns: 150.0,
+            iommu_post_occupancy_ns: 150.0,
+            iommu_post_latency_ns: 0.0,
             iommu_snoop_modified_ns: 55.6,
         }
     }
@@ -138,7 +145,7 @@ impl Default for LineCosts {
 
 impl LineCosts {
     /// Every field with its name, in declaration order.
-    pub fn fields(&self) -> [(&'static str, f64); 14] {
+    pub fn fields(&self) -> [(&'static str, f64); 15] {
         [
             ("l1_hit_cycles", self.l1_hit_cycles),
             ("locked_rmw_cycles", self.locked_rmw_cycles),
@@ -167,7 +174,8 @@ impl LineCosts {
             ),
             ("memory_ns", self.memory_ns),
             ("remote_memory_ns", self.remote_memory_ns),
-            ("iommu_rmw_ns", self.iommu_rmw_ns),
+            ("iommu_post_occupancy_ns", self.iommu_post_occupancy_ns),
+            ("iommu_post_latency_ns", self.iommu_post_latency_ns),
             ("iommu_snoop_modified_ns", self.iommu_snoop_modified_ns),
         ]
     }
@@ -200,7 +208,7 @@ impl LineCosts {
                 AccessKind::Memory => ns(self.memory_ns),
                 AccessKind::RemoteMemory => ns(self.remote_memory_ns),
             };
-            return ns(self.iommu_rmw_ns) + extra;
+            return ns(self.iommu_post_occupancy_ns) + extra;
         }
         let fetch = match kind {
             AccessKind::L1Hit => freq.cycles_f64(self.l1_hit_cycles),
@@ -251,14 +259,14 @@ mod tests {
         );
         assert!(e.to_string().contains("memory_ns"));
         let c = LineCosts {
-            iommu_rmw_ns: f64::NAN,
+            iommu_post_occupancy_ns: f64::NAN,
             ..LineCosts::default()
         };
         assert!(c
             .validate()
             .unwrap_err()
             .to_string()
-            .contains("iommu_rmw_ns"));
+            .contains("iommu_post_occupancy_ns"));
         let c = LineCosts {
             l1_hit_cycles: f64::INFINITY,
             ..LineCosts::default()

@@ -856,7 +856,7 @@ mod tests {
         assert_eq!(l.transitions(C0).get(Mesi::M, Mesi::I), 1);
         let t = l.transitions(IO);
         assert_eq!((t.get(Mesi::I, Mesi::M), t.get(Mesi::M, Mesi::I)), (1, 1));
-        // Cost: iommu_rmw_ns + iommu_snoop_modified_ns, independent of the core clock.
+        // Cost: iommu_post_occupancy_ns + iommu_snoop_modified_ns, independent of the core clock.
         let mut again = PidLine::new(0);
         again.perform(C0, LineOp::Xchg { word: 0, value: 0 });
         assert_eq!(

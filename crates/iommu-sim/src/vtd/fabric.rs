@@ -70,8 +70,33 @@ impl FifoServer {
     }
 }
 
+/// Which devices share one interrupt-delivery path (one [`InterruptMessageFabric`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryScope {
+    /// Each root port has its own path.
+    Port,
+    /// The root ports of one PCIe stack (one IIO) share a path.
+    Stack,
+    /// Every stack of a socket shares its system agent's path.
+    #[default]
+    Socket,
+}
+
+impl DeliveryScope {
+    /// The name used in scenarios and profiles.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryScope::Port => "port",
+            DeliveryScope::Stack => "stack",
+            DeliveryScope::Socket => "socket",
+        }
+    }
+}
+
 /// Costs of the interrupt-message path from the IOMMU/system agent to a LAPIC.
-/// Both fields are assumptions (COST-SOURCES.md lists no published figure).
+/// Both fields are assumptions in the `generic` profile (COST-SOURCES.md lists no
+/// published figure); platform profiles give each machine's value and source.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FabricCosts {
@@ -88,6 +113,10 @@ pub struct FabricCosts {
     /// assumption, about two cross-core line transfers on one socket (55.6 ns each,
     /// FD.io CSIT Cascade Lake MLC c2c) for crossing the mesh plus LAPIC acceptance.
     pub message_latency_ns: f64,
+    /// Which devices share one delivery path: every root port alone (`port`), the
+    /// ports of one PCIe stack (`stack`), or every stack of a socket (`socket`).
+    /// Default `socket`: assumption, see the platform profiles for the reasoning.
+    pub delivery_shared_by: DeliveryScope,
 }
 
 impl Default for FabricCosts {
@@ -95,6 +124,7 @@ impl Default for FabricCosts {
         FabricCosts {
             message_occupancy_ns: 80.0,
             message_latency_ns: 100.0,
+            delivery_shared_by: DeliveryScope::Socket,
         }
     }
 }
@@ -112,6 +142,17 @@ impl FabricCosts {
             self.message_latency_ns,
         )
     }
+}
+
+/// When one message went through an [`InterruptMessageFabric`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageTiming {
+    /// The path took the message (after any queueing).
+    pub start: SimTime,
+    /// The path is free again: the message has been handed to the target.
+    pub occupancy_ends: SimTime,
+    /// The message is in the target LAPIC.
+    pub arrives: SimTime,
 }
 
 /// The system agent's interrupt-message path, shared by every device behind it (one
@@ -144,8 +185,19 @@ impl InterruptMessageFabric {
     /// `prior_writes_visible`: the time the same device's earlier DMA writes become
     /// globally visible (the strong ordering of the interrupt behind its data).
     pub fn submit_ordered(&mut self, now: SimTime, prior_writes_visible: SimTime) -> SimTime {
-        let (_, end) = self.server.serve(now, prior_writes_visible, self.occupancy);
-        end + self.latency
+        self.submit_timed(now, prior_writes_visible).arrives
+    }
+
+    /// Submits a message ready at `now` (and not before `earliest`) and says when it
+    /// starts, when its occupancy ends (the path is free again, and a strictly ordered
+    /// writer may go on) and when it reaches the LAPIC.
+    pub fn submit_timed(&mut self, now: SimTime, earliest: SimTime) -> MessageTiming {
+        let (start, end) = self.server.serve(now, earliest, self.occupancy);
+        MessageTiming {
+            start,
+            occupancy_ends: end,
+            arrives: end + self.latency,
+        }
     }
 
     /// When the path is free for the next message.
@@ -192,8 +244,23 @@ mod tests {
         InterruptMessageFabric::new(&FabricCosts {
             message_occupancy_ns: occ,
             message_latency_ns: lat,
+            ..FabricCosts::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn timed_submission_separates_occupancy_from_flight() {
+        let mut f = fabric(80.0, 100.0);
+        let t0 = SimTime(5_000);
+        let a = f.submit_timed(t0, SimTime::ZERO);
+        assert_eq!(a.start, t0);
+        assert_eq!(a.occupancy_ends, t0 + Duration::from_ns(80));
+        assert_eq!(a.arrives, t0 + Duration::from_ns(180));
+        // A second message waits for the first's occupancy, not its flight.
+        let b = f.submit_timed(t0, SimTime::ZERO);
+        assert_eq!(b.start, a.occupancy_ends);
+        assert_eq!(b.arrives, t0 + Duration::from_ns(260));
     }
 
     #[test]

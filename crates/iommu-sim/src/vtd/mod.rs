@@ -45,7 +45,9 @@ pub mod irte;
 pub mod msi;
 pub mod remap;
 
-pub use fabric::{FabricCosts, FifoCounters, InterruptMessageFabric, RemapPipeline};
+pub use fabric::{
+    DeliveryScope, FabricCosts, FifoCounters, InterruptMessageFabric, MessageTiming, RemapPipeline,
+};
 pub use fault::{FaultCounts, FaultDisposition, FaultLog, FaultReason, FaultRecord, PerReason};
 pub use iec::{Iec, IecCounters};
 pub use irte::{DeliveryMode, Irte, IrteFormat, PostedIrte, RemappedIrte, SourceCheck, Sq, Svt};
