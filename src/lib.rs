@@ -34,6 +34,7 @@ pub mod engine;
 pub mod experiments;
 pub mod explore;
 pub mod kernel;
+pub mod platform;
 pub mod plot;
 pub mod report;
 pub mod scenarios;

@@ -16,7 +16,7 @@ fn assert_balanced(r: &irqsim::Report) {
     );
     assert_eq!(r.msis.pending, {
         let p = &r.msis.pending_where;
-        p.device_to_iommu + p.iommu + p.fabric + p.pir + p.harvested + p.irr + p.in_service
+        p.port + p.iommu + p.vmd + p.fabric + p.pir + p.harvested + p.irr + p.in_service
     });
     assert!(r.msis.balanced);
     assert_eq!(

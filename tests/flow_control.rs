@@ -1,5 +1,5 @@
-//! Flow control at a saturated remapping unit: held-back MSIs stay counted, and a
-//! device whose source waits for credit costs no event per held-back completion.
+//! Flow control at saturated root ports: held-back MSIs stay counted, and a device
+//! whose source waits for a port credit costs no event per held-back completion.
 
 mod common;
 
@@ -22,9 +22,10 @@ fn a_saturated_device_costs_events_per_msi_written_not_per_msi_offered() {
         backlog > written,
         "not saturated: backlog {backlog}, written {written}"
     );
-    // An event per completion would alone cost `completions` events.
+    // An event per completion would alone cost `completions` events, on top of the
+    // several events each written MSI takes through the port, the IOMMU and the CPU.
     assert!(
-        r.events < completions / 2,
+        r.events < completions,
         "seed 21: {} events for {completions} completions ({written} MSIs written)",
         r.events
     );
@@ -74,7 +75,8 @@ fn held_back_completions_count_the_same_however_the_run_is_cut() {
 #[test]
 fn a_report_between_events_counts_what_is_held_back_so_far() {
     let sc = common::dsa_scenario("posted", 40e6, 4, 200.0, 8);
-    for until_us in [3, 17, 64, 150] {
+    // The ports' 4 x 64 credits last until about 10 us at 40 M/s.
+    for until_us in [12, 17, 64, 150] {
         // Event by event up to a point, with no catch-up of parked devices: the report
         // must count their completions on its own.
         let mut stepped = System::new(&sc).unwrap();

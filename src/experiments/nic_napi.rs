@@ -59,7 +59,8 @@ pub fn scenario(itr_us: u32, rate_mpps: f64, seed: u64) -> Scenario {
         },
         napi: Default::default(),
         source_id: 0x0300,
-        handler_cycles: 100.0,
+        handler_cycles: None,
+        port: None,
     });
     sc
 }

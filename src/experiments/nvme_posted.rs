@@ -58,7 +58,8 @@ pub fn scenario(mode: DeliveryMode, jobs: u32, seed: u64) -> Scenario {
             affinity: Default::default(),
             vmd: None,
             source_id: 0x0200 + d as u16,
-            handler_cycles: 150.0,
+            handler_cycles: None,
+            port: None,
         });
     }
     for j in 0..jobs {
@@ -66,6 +67,7 @@ pub fn scenario(mode: DeliveryMode, jobs: u32, seed: u64) -> Scenario {
             cpu: j % CPUS,
             drive: j % DRIVES,
             iodepth: IODEPTH,
+            block_bytes: 4096,
         });
     }
     sc

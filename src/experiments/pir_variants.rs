@@ -92,7 +92,8 @@ pub fn scenario(variant: &str, vectors: &[u32], inflight: u32, seed: u64) -> Sce
                 irte_index: None,
                 msi_handle: None,
                 source_id: 0x0100 + i as u16,
-                handler_cycles: DeviceConfig::DEFAULT_HANDLER_CYCLES,
+                handler_cycles: None,
+                port: None,
                 arrival: None,
                 closed_loop: Some(ClosedLoopConfig {
                     inflight: per_queue,

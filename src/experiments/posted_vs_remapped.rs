@@ -72,7 +72,8 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
                 irte_index: None,
                 msi_handle: None,
                 source_id: 0x0100 + i as u16,
-                handler_cycles: DeviceConfig::DEFAULT_HANDLER_CYCLES,
+                handler_cycles: None,
+                port: None,
                 arrival: Some(ArrivalProcess::Poisson {
                     rate_per_s: per_queue,
                 }),

@@ -64,7 +64,8 @@ pub fn scenario(drives: u32, cpus: u32, mode: &str, seed: u64) -> Scenario {
             ..VmdConfig::default()
         },
         source_id: 0x0100,
-        handler_cycles: 100.0,
+        handler_cycles: None,
+        port: None,
     });
     for d in 0..drives {
         sc.nvme.push(NvmeDriveConfig {
@@ -76,13 +77,15 @@ pub fn scenario(drives: u32, cpus: u32, mode: &str, seed: u64) -> Scenario {
             affinity: Default::default(),
             vmd: Some(0),
             source_id: 0x0200 + d as u16,
-            handler_cycles: 150.0,
+            handler_cycles: None,
+            port: None,
         });
         for c in 0..cpus {
             sc.jobs.push(JobConfig {
                 cpu: c,
                 drive: d,
                 iodepth: IODEPTH,
+                block_bytes: 4096,
             });
         }
     }

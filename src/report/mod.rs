@@ -49,6 +49,9 @@ pub struct Report {
     pub devices: Vec<crate::system::device_runtime::DeviceReport>,
     /// NVMe drives, NIC queues and VMD domains.
     pub io: crate::system::io::IoReport,
+    /// Root ports (writes, MSIs, stalls behind MSIs) and the interrupt-delivery paths
+    /// (occupancy and waits).
+    pub fabric: crate::system::fabric::FabricReport,
     /// Flow control per MSI source.
     pub sources: Vec<crate::system::sources::SourceReport>,
     /// From an MSI being raised to the start of the handler that serves it.
@@ -205,8 +208,6 @@ pub struct IommuReport {
     pub fabric_mean_wait_ns: f64,
     /// Longest queueing time of a single fabric message, in ns.
     pub fabric_max_wait_ns: f64,
-    /// Time, ns, remapping units spent unable to send a message because the fabric was full.
-    pub fabric_stall_ns: f64,
 }
 
 /// Distribution of a latency, from an HDR histogram; every figure is in the unit of the

@@ -23,8 +23,8 @@ use devices::ArrivalProcess;
 
 use super::costs::Costs;
 use super::scenario::{
-    ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, Scenario,
-    ScenarioError,
+    ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, PcieConfig,
+    Scenario, ScenarioError,
 };
 
 /// Builds a [`Scenario`] step by step; [`ScenarioBuilder::build`] validates it.
@@ -46,8 +46,10 @@ impl Scenario {
                 arch: Default::default(),
                 variant: "copy-then-xchg".into(),
                 max_loops: crate::kernel::DEFAULT_MAX_LOOPS,
+                platform: None,
                 cpus: CpuConfig::default(),
                 iommu: IommuConfig::default(),
+                pcie: PcieConfig::default(),
                 costs: Costs::default(),
                 devices: Vec::new(),
                 nvme: Vec::new(),
@@ -72,7 +74,8 @@ impl DeviceConfig {
             irte_index: None,
             msi_handle: None,
             source_id: 0,
-            handler_cycles: DeviceConfig::DEFAULT_HANDLER_CYCLES,
+            port: None,
+            handler_cycles: None,
             arrival: Some(arrival),
             closed_loop: None,
         }
@@ -134,6 +137,18 @@ impl ScenarioBuilder {
         self.scenario.iommu = iommu;
         self
     }
+    /// Starts the cost tables from platform profile `name` (`irqsim platforms`),
+    /// replacing any costs set before; [`ScenarioBuilder::build`] reports an unknown
+    /// name.
+    pub fn platform(mut self, name: &str) -> Self {
+        match crate::platform::get(name) {
+            Ok(p) => self.scenario.costs = p.costs(),
+            // Left for validation to report with the field and the names there are.
+            Err(_) => self.scenario.costs = Costs::default(),
+        }
+        self.scenario.platform = Some(name.to_string());
+        self
+    }
     /// Edits the cost tables in place.
     pub fn costs(mut self, edit: impl FnOnce(&mut Costs)) -> Self {
         edit(&mut self.scenario.costs);
@@ -187,5 +202,36 @@ mod tests {
             .unwrap();
         let parsed = Scenario::from_toml_str(&built.to_toml(), "roundtrip").unwrap();
         assert_eq!(built, parsed);
+    }
+
+    #[test]
+    fn a_platform_sets_the_costs_and_toml_overrides_single_fields() {
+        let built = Scenario::builder()
+            .platform("spr")
+            .dsa(0x21, 0, ArrivalProcess::Poisson { rate_per_s: 1e6 })
+            .build()
+            .unwrap();
+        let spr = crate::platform::get("spr").unwrap().costs();
+        assert_eq!(built.costs, spr);
+        // The same through TOML, plus one override: every other field stays spr's.
+        let parsed = Scenario::from_toml_str(
+            "duration_us = 10\nmode = \"posted\"\nplatform = \"spr\"\n\
+             [costs.cpu]\nirq_entry_cycles = 999\n\
+             [[devices]]\nkind = \"dsa\"\nvector = 0x21\narrival = { kind = \"poisson\", rate_per_s = 1e6 }\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(parsed.costs.cpu.irq_entry_cycles, 999.0);
+        assert_eq!(parsed.costs.cpu.freq_mhz, spr.cpu.freq_mhz);
+        assert_eq!(parsed.costs.fabric, spr.fabric);
+        // A round trip keeps the resolved values.
+        let again = Scenario::from_toml_str(&parsed.to_toml(), "again").unwrap();
+        assert_eq!(again, parsed);
+        let e = Scenario::builder()
+            .platform("nope")
+            .dsa(0x21, 0, ArrivalProcess::fixed_rate(1e6))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field(), Some("platform"));
     }
 }

@@ -1,9 +1,14 @@
-//! Cost tables of the parts the root crate models itself: the CPU's interrupt path and
-//! the device-to-IOMMU write. Component crates own their own tables (PID line, IOMMU,
-//! interrupt fabric); [`Costs`] gathers them so a scenario can override any field.
+//! Cost tables of the parts the root crate models itself: the CPU's interrupt path,
+//! the device side of PCIe, and the host side of each device's driver. Component crates
+//! own their own tables (PID line, IOMMU, interrupt fabric, NVMe drive, DSA engine);
+//! [`Costs`] gathers them so a platform profile sets them all and a scenario can
+//! override any field.
 //!
-//! Every field is documented with its unit and its source. "Assumption" marks a value
-//! with no public measurement behind it, and says how it was chosen.
+//! Every field is documented with its meaning and unit. `Default` is the `generic`
+//! platform profile, whose doc comments give the source of each default; every
+//! platform profile (`platforms/*.toml`, listed by `irqsim platforms`) gives each
+//! field's value with its own source: a primary source, `calibrated` (to which figure,
+//! and how), or `assumption` (and why).
 
 use apic_sim::LapicCosts;
 use iommu_sim::vtd::{FabricCosts, RemapCosts};
@@ -20,10 +25,21 @@ pub struct Costs {
     pub cpu: CpuCosts,
     /// x2APIC register access costs (EOI and ICR writes, IPI flight).
     pub apic: LapicCosts,
-    /// Device-side latencies: an MSI write reaching the IOMMU, a doorbell write.
+    /// Device-side latencies: a write reaching the root port, a doorbell write.
     pub device: DeviceCosts,
-    /// Host side of NVMe I/O: submission and per-entry reaping, cycles.
+    /// The root port's ordered write stream.
+    pub pcie: PcieCosts,
+    /// Host side of NVMe I/O: submission, per-entry reaping and `nvme_irq`, cycles.
     pub nvme_host: devices::NvmeHostCosts,
+    /// The platform's NVMe drive: ceiling, latency, link (fields a scenario's drive
+    /// leaves unset).
+    pub nvme: devices::NvmeDriveCosts,
+    /// DSA: the engine's service model and the host's per-descriptor work.
+    pub dsa: DsaPlatformCosts,
+    /// VMD: `vmd_irq`'s own cost and the forwarding delay.
+    pub vmd: VmdCosts,
+    /// NIC: the hardirq handler's cost.
+    pub nic: NicHostCosts,
     /// Accesses to the posted-interrupt descriptor line, by MESI case.
     pub pid_line: LineCosts,
     /// IOMMU remapping: IRTE lookup (entry cache hit or miss) and checks.
@@ -42,9 +58,20 @@ impl Costs {
         self.cpu.validate()?;
         check_non_negative("costs.apic.ipi_latency_ns", self.apic.ipi_latency_ns)?;
         self.device.validate()?;
-        self.nvme_host
-            .validate("costs.nvme_host")
-            .map_err(|e| ScenarioError::invalid_from("costs.nvme_host", e))?;
+        check_non_negative("costs.pcie.ordered_write_ns", self.pcie.ordered_write_ns)?;
+        self.nvme_host.validate("costs.nvme_host")?;
+        self.nvme.validate("costs.nvme")?;
+        self.dsa.device().validate("costs.dsa")?;
+        for (name, v) in [
+            ("handler_cycles", self.dsa.handler_cycles),
+            ("reap_cycles", self.dsa.reap_cycles),
+            ("submit_cycles", self.dsa.submit_cycles),
+        ] {
+            check_non_negative(&format!("costs.dsa.{name}"), v)?;
+        }
+        check_non_negative("costs.vmd.handler_cycles", self.vmd.handler_cycles)?;
+        devices::vmd::check_forward_ns("costs.vmd.forward_ns", self.vmd.forward_ns)?;
+        check_non_negative("costs.nic.irq_cycles", self.nic.irq_cycles)?;
         self.pid_line
             .validate()
             .map_err(|e| ScenarioError::invalid_from("costs.pid_line", e))?;
@@ -116,9 +143,11 @@ impl CpuCosts {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeviceCosts {
-    /// From a device posting its MSI write to the write reaching the IOMMU, ns. Source:
-    /// half of the ~700-740 ns uncached MMIO read round trip across PCIe Gen5 in
-    /// COST-SOURCES.md (an order of magnitude, host CPU not stated): 360 ns.
+    /// From a device issuing a posted write (read data, a completion record, an MSI) to
+    /// the write reaching its root port's ordering point, ns. Source: half of the
+    /// ~700-740 ns uncached MMIO read round trip across PCIe Gen5 in COST-SOURCES.md
+    /// (an order of magnitude, host CPU not stated): 360 ns. All of a device's writes
+    /// take the same flight, so their order is kept.
     pub msi_write_ns: f64,
     /// From the host writing a doorbell or a work-queue portal (a posted write) to the
     /// write reaching the device, ns. Source: the same half round trip as
@@ -139,6 +168,112 @@ impl DeviceCosts {
     fn validate(&self) -> Result<(), ScenarioError> {
         check_non_negative("costs.device.msi_write_ns", self.msi_write_ns)?;
         check_non_negative("costs.device.doorbell_write_ns", self.doorbell_write_ns)
+    }
+}
+
+/// The root port's ordered stream of a device's upstream posted writes (DESIGN.md
+/// 4.7): read data (Relaxed Ordering), then the completion record or CQE, then the MSI.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PcieCosts {
+    /// How long a strictly ordered posted write (a completion record, a CQE, a child
+    /// MSI to VMD) holds the root port's ordering point: the writes it may not pass
+    /// must be visible first. Link time comes on top. In ns. Default 10: assumption
+    /// (no public figure; the commit overlaps the memory write, so only the ordering
+    /// check is serial).
+    pub ordered_write_ns: f64,
+}
+
+impl Default for PcieCosts {
+    fn default() -> Self {
+        PcieCosts {
+            ordered_write_ns: 10.0,
+        }
+    }
+}
+
+/// DSA: the device's service model and the host's work per descriptor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DsaPlatformCosts {
+    /// Per-descriptor fixed work in an engine (fetch, decode, completion record), ns.
+    /// Default: [`devices::DsaCosts`]'s.
+    pub descriptor_overhead_ns: f64,
+    /// Memory-fill bandwidth of one engine, GB/s. Default: [`devices::DsaCosts`]'s.
+    pub fill_gbps: f64,
+    /// Memory-copy bandwidth of one engine, GB/s. Default: [`devices::DsaCosts`]'s.
+    pub copy_gbps: f64,
+    /// The device's interrupt handler body per call, cycles (a device's own
+    /// `handler_cycles` overrides it). Default 300: assumption, a completion check and
+    /// a wake-up of the waiter; no public figure.
+    pub handler_cycles: f64,
+    /// Host cycles to check one completion record and complete its descriptor, in the
+    /// handler. Default 100: assumption, one read of the record plus list bookkeeping.
+    pub reap_cycles: f64,
+    /// Host cycles to prepare one descriptor and write it to the WQ portal (MOVDIR64B
+    /// or ENQCMD). Default 200: assumption; DESIGN.md 3 puts a posted MMIO write on the
+    /// order of a hundred cycles, plus preparing the descriptor.
+    pub submit_cycles: f64,
+}
+
+impl Default for DsaPlatformCosts {
+    fn default() -> Self {
+        let d = devices::DsaCosts::default();
+        DsaPlatformCosts {
+            descriptor_overhead_ns: d.descriptor_overhead_ns,
+            fill_gbps: d.fill_gbps,
+            copy_gbps: d.copy_gbps,
+            handler_cycles: 300.0,
+            reap_cycles: 100.0,
+            submit_cycles: 200.0,
+        }
+    }
+}
+
+impl DsaPlatformCosts {
+    /// The device's service model.
+    pub fn device(&self) -> devices::DsaCosts {
+        devices::DsaCosts {
+            descriptor_overhead_ns: self.descriptor_overhead_ns,
+            fill_gbps: self.fill_gbps,
+            copy_gbps: self.copy_gbps,
+        }
+    }
+}
+
+/// VMD's host-side cost and its forwarding delay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VmdCosts {
+    /// `vmd_irq`'s own cost per call (walking the vector's child list under RCU),
+    /// cycles; each child handler's cost comes on top. Default 100: assumption.
+    pub handler_cycles: f64,
+    /// From a child's MSI write reaching VMD to VMD's own MSI write, ns. Default 0:
+    /// assumption (no public figure; VMD forwards the write as it arrives).
+    pub forward_ns: f64,
+}
+
+impl Default for VmdCosts {
+    fn default() -> Self {
+        VmdCosts {
+            handler_cycles: 100.0,
+            forward_ns: 0.0,
+        }
+    }
+}
+
+/// The NIC driver's hardirq handler.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicHostCosts {
+    /// The hardirq handler's cost (acknowledge, `napi_schedule`), cycles. Default 100:
+    /// assumption.
+    pub irq_cycles: f64,
+}
+
+impl Default for NicHostCosts {
+    fn default() -> Self {
+        NicHostCosts { irq_cycles: 100.0 }
     }
 }
 

@@ -36,6 +36,11 @@ pub enum Deferred {
         /// Index of the job in the scenario's `jobs`.
         job: u32,
     },
+    /// A submitter job writes one replacement descriptor to DSA device `device`.
+    DsaSubmit {
+        /// Index of the device in the scenario's `devices`.
+        device: u32,
+    },
     /// A NAPI poll of NIC `nic` queue `queue`.
     NapiPoll {
         /// Index of the NIC in the scenario's `nics`.

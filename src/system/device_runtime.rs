@@ -6,6 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use sim_core::SimTime;
 
+use super::fabric::{Landing, PortWrite};
 use super::scenario::ClosedLoopConfig;
 use super::{Event, System};
 use crate::engine::Priority;
@@ -17,8 +18,14 @@ pub(super) enum DeviceModel {
     Closed {
         wq: DsaWorkQueue,
         job: ClosedLoopConfig,
-        /// Completion records written whose MSI no handler has served yet.
+        /// Host cycles per reaped descriptor (the job's, or the platform's).
+        reap_cycles: f64,
+        /// Host cycles per submitted descriptor (the job's, or the platform's).
+        submit_cycles: f64,
+        /// Completion records landed in host memory that no handler has reaped yet.
         unreaped: u64,
+        /// Completions reaped by handlers.
+        reaped: u64,
     },
 }
 
@@ -51,6 +58,9 @@ pub struct DeviceReport {
     pub descriptors_dropped: u64,
     /// Completions reaped by handlers.
     pub descriptors_reaped: u64,
+    /// Completion records written whose write had not landed when the report was
+    /// taken (in the root port's ordered stream).
+    pub records_in_flight: u64,
     /// MSIs the device still has to write at the end: flow control held them back.
     pub msi_backlog: u64,
     /// MSIs that had to wait for flow-control credit.
@@ -98,7 +108,12 @@ impl Device {
                 descriptors_completed: q.counters().completions,
                 ..DeviceReport::default()
             },
-            DeviceModel::Closed { wq, unreaped, .. } => {
+            DeviceModel::Closed {
+                wq,
+                unreaped,
+                reaped,
+                ..
+            } => {
                 let c = wq.counters();
                 DeviceReport {
                     name: self.name.clone(),
@@ -108,7 +123,8 @@ impl Device {
                     descriptors_submitted: c.submitted,
                     submit_retries: c.retries,
                     descriptors_dropped: c.dropped_wq_full,
-                    descriptors_reaped: c.completed - unreaped,
+                    descriptors_reaped: *reaped,
+                    records_in_flight: c.completed - reaped - unreaped,
                     ..DeviceReport::default()
                 }
             }
@@ -131,13 +147,19 @@ impl System {
                         Event::DeviceCompletion { device },
                     );
                 }
-                DeviceModel::Closed { job, .. } => {
+                DeviceModel::Closed { job, wq, .. } => {
+                    let service = wq.service_time();
                     for _ in 0..job.inflight {
-                        self.queue.schedule(
-                            SimTime::ZERO,
-                            Priority::DEVICE,
-                            Event::DsaSubmit { device },
-                        );
+                        // A random phase within one service time, so descriptors do not
+                        // run in lockstep from time 0.
+                        let at = if job.random_start {
+                            use rand::Rng;
+                            SimTime(d.rng.gen_range(0..service.as_ps().max(1)))
+                        } else {
+                            SimTime::ZERO
+                        };
+                        self.queue
+                            .schedule(at, Priority::DEVICE, Event::DsaSubmit { device });
                     }
                 }
             }
@@ -159,8 +181,7 @@ impl System {
         };
         let (_msi, next) = q.complete(now, &mut d.rng);
         let source = d.source;
-        let unit = self.sources[source as usize].unit as usize;
-        if self.iommus[unit].credits_free == 0 {
+        if !self.port_has_credit(source) {
             self.raise_msi(now, source);
             self.sources[source as usize].parked_device = Some(device);
             return;
@@ -240,21 +261,38 @@ impl System {
         }
     }
 
-    /// An engine of a closed-loop work queue finishes a descriptor.
+    /// An engine of a closed-loop work queue finishes a descriptor: it writes the
+    /// completion record, then (if asked for) the MSI, into its port's ordered stream.
     pub(super) fn on_dsa_engine_done(&mut self, now: SimTime, device: u32) {
-        let DeviceModel::Closed { wq, unreaped, .. } = &mut self.devices[device as usize].model
-        else {
+        let DeviceModel::Closed { wq, .. } = &mut self.devices[device as usize].model else {
             unreachable!("DsaEngineDone for an open-loop device");
         };
         let (msi, next) = wq.complete(now);
-        *unreaped += 1;
         if let Some(t) = next {
             self.queue
                 .schedule(t, Priority::DEVICE, Event::DsaEngineDone { device });
         }
+        let source = self.devices[device as usize].source;
+        let port = self.sources[source as usize].port;
+        self.port_push(
+            now,
+            port,
+            PortWrite::Completion {
+                landing: Landing::DsaRecord { device },
+                link: sim_core::Duration::ZERO,
+            },
+        );
         if msi.is_some() {
-            self.raise_msi(now, self.devices[device as usize].source);
+            self.raise_msi(now, source);
         }
+    }
+
+    /// A closed-loop device's completion record landed: the host can reap it.
+    pub(super) fn dsa_record_landed(&mut self, _now: SimTime, device: u32) {
+        let DeviceModel::Closed { unreaped, .. } = &mut self.devices[device as usize].model else {
+            unreachable!("only closed-loop devices write records the host reaps");
+        };
+        *unreaped += 1;
     }
 
     /// Cycles the device handler of `device` spends when it runs at `now` serving
@@ -271,18 +309,47 @@ impl System {
         let doorbell = self.timing.doorbell_write;
         let d = &mut self.devices[device as usize];
         let body = d.handler_cycles;
-        let DeviceModel::Closed { job, unreaped, .. } = &mut d.model else {
+        let DeviceModel::Closed {
+            job,
+            unreaped,
+            reaped: total_reaped,
+            reap_cycles,
+            submit_cycles,
+            ..
+        } = &mut d.model
+        else {
             return body;
         };
         // A handler run with nothing behind it (spurious) reaps nothing.
         let reaped = (served as u64).min(*unreaped);
         *unreaped -= reaped;
-        let cycles = body + reaped as f64 * (job.reap_cycles + job.submit_cycles);
-        let lands = now + freq.cycles_f64(cycles) + doorbell;
-        for _ in 0..reaped {
-            self.queue
-                .schedule(lands, Priority::DEVICE, Event::DsaSubmit { device });
+        *total_reaped += reaped;
+        match job.submit_cpu {
+            // A submitter job on its own CPU writes the replacements.
+            Some(cpu) => {
+                let cycles = body + reaped as f64 * *reap_cycles;
+                for _ in 0..reaped {
+                    self.push_deferred(now, cpu, super::cpu::Deferred::DsaSubmit { device });
+                }
+                cycles
+            }
+            None => {
+                let cycles = body + reaped as f64 * (*reap_cycles + *submit_cycles);
+                let lands = now + freq.cycles_f64(cycles) + doorbell;
+                for _ in 0..reaped {
+                    self.queue
+                        .schedule(lands, Priority::DEVICE, Event::DsaSubmit { device });
+                }
+                cycles
+            }
         }
-        cycles
+    }
+
+    /// Cycles a submitter job spends writing one descriptor of `device`.
+    pub(super) fn dsa_submit_cycles(&self, device: u32) -> f64 {
+        match &self.devices[device as usize].model {
+            DeviceModel::Closed { submit_cycles, .. } => *submit_cycles,
+            DeviceModel::Open(_) => unreachable!("only closed-loop devices are resubmitted"),
+        }
     }
 }

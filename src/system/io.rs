@@ -9,7 +9,7 @@
 use devices::{
     cpu_to_queue, irq_create_affinity_masks, Affinity, ArrivalSpec, ChildClass, ChildIrq, CqEntry,
     IrqAffinity, NapiConfig, NicConfig, NicEffect, NicQueue, NodeCpus, NvmeConfig, NvmeDrive,
-    NvmeMsi, NvmeSubmitOutcome, VectorMatrix, VmdConfig, VmdDomain, VmdMode, VmdRoute,
+    NvmeSubmitOutcome, NvmeWrite, VectorMatrix, VmdConfig, VmdDomain, VmdMode, VmdRoute,
 };
 use hdrhistogram::Histogram;
 use rand_chacha::ChaCha8Rng;
@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use sim_core::SimTime;
 
 use super::cpu::{Deferred, HandlerRef};
+use super::fabric::{Landing, PortWrite};
+use super::ledger::MsiToken;
 use super::scenario::{Scenario, ScenarioError};
 use super::{CpuActivity, CpuState, Event, System};
 use crate::engine::Priority;
@@ -40,16 +42,14 @@ pub struct NvmeDriveConfig {
     #[serde(default)]
     /// PCI requester id (bus << 8 | devfn) of the drive's MSIs.
     pub source_id: u16,
-    /// `nvme_irq`'s fixed cost per call, beyond reaping entries, in CPU cycles. It is
-    /// paid even when the CQ holds nothing new (VMD runs every child handler).
-    /// Assumption: one uncached read of the next CQ entry's phase bit plus the call,
-    /// about 150 cycles.
-    #[serde(default = "default_nvme_handler_cycles")]
-    pub handler_cycles: f64,
-}
-
-fn default_nvme_handler_cycles() -> f64 {
-    150.0
+    /// The root port the drive sits behind (drives behind one switch share one);
+    /// unset, a port of its own.
+    #[serde(default)]
+    pub port: Option<u32>,
+    /// `nvme_irq`'s fixed cost per call, beyond reaping entries, in CPU cycles; unset,
+    /// the platform's `costs.nvme_host.irq_cycles`.
+    #[serde(default)]
+    pub handler_cycles: Option<f64>,
 }
 
 /// A fio-like job: pinned to `cpu`, keeps `iodepth` reads in flight on `drive`, on the
@@ -63,6 +63,14 @@ pub struct JobConfig {
     pub drive: u32,
     /// Reads the job keeps in flight.
     pub iodepth: u32,
+    /// Bytes each read transfers (fio `bs`); the data crosses the drive's link ahead
+    /// of its CQ entry. Default 4096.
+    #[serde(default = "default_block_bytes")]
+    pub block_bytes: u32,
+}
+
+fn default_block_bytes() -> u32 {
+    4096
 }
 
 /// One VMD domain.
@@ -78,14 +86,14 @@ pub struct VmdDomainConfig {
     #[serde(default)]
     /// PCI requester id (bus << 8 | devfn) of VMD's own MSIs.
     pub source_id: u16,
-    /// `vmd_irq`'s own cost per call (walking the vector's child list under RCU), CPU
-    /// cycles. Assumption: 100.
-    #[serde(default = "default_vmd_handler_cycles")]
-    pub handler_cycles: f64,
-}
-
-fn default_vmd_handler_cycles() -> f64 {
-    100.0
+    /// The port VMD's own MSIs leave through (VMD is an endpoint of its stack, so give
+    /// it a port of its stack); unset, a port of its own.
+    #[serde(default)]
+    pub port: Option<u32>,
+    /// `vmd_irq`'s own cost per call, CPU cycles; unset, the platform's
+    /// `costs.vmd.handler_cycles`.
+    #[serde(default)]
+    pub handler_cycles: Option<f64>,
 }
 
 /// One NIC with RX/TX queue pairs, each with its own MSI-X vector.
@@ -115,18 +123,17 @@ pub struct NicDeviceConfig {
     #[serde(default)]
     /// PCI requester id (bus << 8 | devfn) of the NIC's MSIs.
     pub source_id: u16,
-    /// The hardirq handler's cost (acknowledge, `napi_schedule`), CPU cycles.
-    /// Assumption: 100.
-    #[serde(default = "default_nic_handler_cycles")]
-    pub handler_cycles: f64,
+    /// The NIC's root port; unset, a port of its own.
+    #[serde(default)]
+    pub port: Option<u32>,
+    /// The hardirq handler's cost, CPU cycles; unset, the platform's
+    /// `costs.nic.irq_cycles`.
+    #[serde(default)]
+    pub handler_cycles: Option<f64>,
 }
 
 fn one() -> u32 {
     1
-}
-
-fn default_nic_handler_cycles() -> f64 {
-    100.0
 }
 
 pub(super) struct NvmeRt {
@@ -144,6 +151,10 @@ pub(super) struct NvmeRt {
     pub interrupts: u64,
     /// Handler calls that found the CQ empty.
     pub empty_calls: u64,
+    /// Index of the drive's root port (into `System::ports`).
+    pub port: u16,
+    /// Link time of one read's data and its CQ entry.
+    pub completion_link: sim_core::Duration,
 }
 
 pub(super) struct JobRt {
@@ -166,6 +177,10 @@ pub(super) struct VmdRt {
     pub child_drive: Vec<u16>,
     pub child_calls: u64,
     pub empty_child_calls: u64,
+    /// Index of VMD's own port (into `System::ports`).
+    pub port: u16,
+    /// Per VMD vector: the outstanding VMD MSI that merging child MSIs ride on.
+    pub lead: Vec<Option<MsiToken>>,
 }
 
 pub(super) struct NicRt {
@@ -207,7 +222,7 @@ pub(super) struct Io {
     pub jobs: Vec<JobRt>,
     pub vmd: Vec<VmdRt>,
     pub nics: Vec<NicRt>,
-    pub nvme_msis: Vec<NvmeMsi>,
+    pub nvme_writes: Vec<NvmeWrite>,
     pub nic_effects: Vec<NicEffect>,
     pub cq: Vec<CqEntry>,
     pub arrivals: Vec<SimTime>,
@@ -250,7 +265,9 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 ));
             }
         }
-        super::costs::check_non_negative(&format!("{f}.handler_cycles"), d.handler_cycles)?;
+        if let Some(c) = d.handler_cycles {
+            super::costs::check_non_negative(&format!("{f}.handler_cycles"), c)?;
+        }
     }
     for (i, j) in sc.jobs.iter().enumerate() {
         let f = format!("jobs[{i}]");
@@ -276,11 +293,20 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 format!("1..={limit} (the queue's entries minus one)"),
             ));
         }
+        if j.block_bytes == 0 || j.block_bytes > 1 << 30 {
+            return Err(ScenarioError::invalid(
+                format!("{f}.block_bytes"),
+                j.block_bytes,
+                "1..=1073741824 bytes",
+            ));
+        }
     }
     for (i, v) in sc.vmd.iter().enumerate() {
         let f = format!("vmd[{i}]");
         v.vmd.validate(&format!("{f}.vmd"))?;
-        super::costs::check_non_negative(&format!("{f}.handler_cycles"), v.handler_cycles)?;
+        if let Some(c) = v.handler_cycles {
+            super::costs::check_non_negative(&format!("{f}.handler_cycles"), c)?;
+        }
     }
     for (i, n) in sc.nics.iter().enumerate() {
         let f = format!("nics[{i}]");
@@ -299,18 +325,39 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         }
         n.affinity
             .resolve(n.queues, &node, &format!("{f}.affinity"))?;
-        super::costs::check_non_negative(&format!("{f}.handler_cycles"), n.handler_cycles)?;
+        if let Some(c) = n.handler_cycles {
+            super::costs::check_non_negative(&format!("{f}.handler_cycles"), c)?;
+        }
     }
     Ok(())
+}
+
+/// A new MSI source: the target CPU, its handler, its name, its requester id and the
+/// index of its root port.
+pub(super) struct NewSource {
+    pub cpu: u32,
+    pub handler: HandlerRef,
+    pub name: String,
+    pub source_id: u16,
+    pub port: u16,
 }
 
 /// What building the I/O part needs from the rest of the build.
 pub(super) struct IoBuild<'a> {
     pub sc: &'a Scenario,
     pub streams: crate::engine::RngStreams,
-    /// Registers a vector on `cpu` for `handler` with a new MSI source; returns the
-    /// source index. Errors when the CPU has no vector left or the IRT is full.
-    pub add_source: &'a mut dyn FnMut(u32, HandlerRef, String, u16) -> Result<u32, ScenarioError>,
+    /// Index (into `System::ports`) of each device's port, by the scenario's lists.
+    pub ports: &'a IoPorts,
+    /// Registers a vector on the source's CPU for its handler; returns the source
+    /// index. Errors when the CPU has no vector left or the IRT is full.
+    pub add_source: &'a mut dyn FnMut(NewSource) -> Result<u32, ScenarioError>,
+}
+
+/// Indexes into `System::ports` of the I/O devices.
+pub(super) struct IoPorts {
+    pub nvme: Vec<u16>,
+    pub vmd: Vec<u16>,
+    pub nics: Vec<u16>,
 }
 
 /// Builds the I/O devices of `b.sc`.
@@ -330,12 +377,18 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     for (i, v) in sc.vmd.iter().enumerate() {
         io.vmd.push(VmdRt {
             name: name_or(&v.name, "vmd", i),
-            domain: VmdDomain::new(v.vmd.clone(), &format!("vmd[{i}].vmd"))?,
-            handler_cycles: v.handler_cycles,
+            domain: VmdDomain::new(
+                v.vmd.clone(),
+                sc.costs.vmd.forward_ns,
+                &format!("vmd[{i}].vmd"),
+            )?,
+            handler_cycles: v.handler_cycles.unwrap_or(sc.costs.vmd.handler_cycles),
             vector_source: vec![u32::MAX; v.vmd.vectors as usize],
             child_drive: Vec::new(),
             child_calls: 0,
             empty_child_calls: 0,
+            port: b.ports.vmd[i],
+            lead: vec![None; v.vmd.vectors as usize],
         });
     }
     let mut children_per_vmd = vec![0u32; sc.vmd.len()];
@@ -369,19 +422,32 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                     drive: i as u16,
                     queue: q as u16,
                 };
-                queue_source.push((b.add_source)(
-                    cpu.0,
+                queue_source.push((b.add_source)(NewSource {
+                    cpu: cpu.0,
                     handler,
-                    format!("{name} q{q}"),
-                    d.source_id,
-                )?);
+                    name: format!("{name} q{q}"),
+                    source_id: d.source_id,
+                    port: b.ports.nvme[i],
+                })?);
             }
         }
+        // The read size of the drive's jobs sets how long a completion's data holds
+        // the link.
+        let block = sc
+            .jobs
+            .iter()
+            .find(|j| j.drive as usize == i)
+            .map_or(4096, |j| j.block_bytes);
         io.nvme.push(NvmeRt {
             rng: b.streams.stream(&name),
             name,
-            drive: NvmeDrive::new(d.drive.clone(), &format!("nvme[{i}].drive"))?,
-            handler_cycles: d.handler_cycles,
+            drive: NvmeDrive::new(d.drive.clone(), &sc.costs.nvme, &format!("nvme[{i}].drive"))?,
+            handler_cycles: d.handler_cycles.unwrap_or(sc.costs.nvme_host.irq_cycles),
+            port: b.ports.nvme[i],
+            completion_link: sc
+                .costs
+                .nvme
+                .link_time(block as u64 + devices::nvme::CQE_BYTES as u64),
             queue_source,
             vmd,
             wake: Wake::default(),
@@ -411,8 +477,13 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 vector: vec,
             };
             let name = format!("{} v{vec}", io.vmd[v].name);
-            io.vmd[v].vector_source[vec as usize] =
-                (b.add_source)(cpu, handler, name, vc.source_id)?;
+            io.vmd[v].vector_source[vec as usize] = (b.add_source)(NewSource {
+                cpu,
+                handler,
+                name,
+                source_id: vc.source_id,
+                port: b.ports.vmd[v],
+            })?;
         }
     }
     // blk-mq's CPU-to-queue map, computed once per drive.
@@ -449,7 +520,13 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 nic: i as u16,
                 queue: q as u16,
             };
-            let source = (b.add_source)(cpu.0, handler, format!("{name} q{q}"), n.source_id)?;
+            let source = (b.add_source)(NewSource {
+                cpu: cpu.0,
+                handler,
+                name: format!("{name} q{q}"),
+                source_id: n.source_id,
+                port: b.ports.nics[i],
+            })?;
             queues.push(NicQueueRt {
                 queue,
                 source,
@@ -465,7 +542,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             name,
             queues,
             napi: n.napi.clone(),
-            handler_cycles: n.handler_cycles,
+            handler_cycles: n.handler_cycles.unwrap_or(sc.costs.nic.irq_cycles),
         });
     }
     Ok(io)
@@ -572,13 +649,25 @@ impl System {
         wake.at = None;
         match dev {
             IoDev::Nvme(d) => {
-                let mut msis = std::mem::take(&mut self.io.nvme_msis);
-                msis.clear();
-                self.io.nvme[d as usize].drive.advance(now, &mut msis);
-                for m in &msis {
-                    self.route_nvme_msi(now, d, m.vector);
+                let mut writes = std::mem::take(&mut self.io.nvme_writes);
+                writes.clear();
+                let rt = &mut self.io.nvme[d as usize];
+                rt.drive.advance(now, &mut writes);
+                let (port, link) = (rt.port, rt.completion_link);
+                for w in &writes {
+                    match *w {
+                        NvmeWrite::Completion { qid, .. } => self.port_push(
+                            now,
+                            port,
+                            PortWrite::Completion {
+                                landing: Landing::NvmeCqe { drive: d, qid },
+                                link,
+                            },
+                        ),
+                        NvmeWrite::Msi(m) => self.route_nvme_msi(now, d, m.vector),
+                    }
                 }
-                self.io.nvme_msis = msis;
+                self.io.nvme_writes = writes;
             }
             IoDev::Nic { nic, queue } => {
                 let mut effects = std::mem::take(&mut self.io.nic_effects);
@@ -599,26 +688,80 @@ impl System {
         self.reschedule(now, dev);
     }
 
-    /// An NVMe completion-queue MSI: straight to its IRTE, or through VMD.
+    /// An NVMe completion-queue MSI: straight to its IRTE, or (VMD remap mode) a write
+    /// to VMD that VMD turns into an MSI of its own.
     fn route_nvme_msi(&mut self, now: SimTime, drive: u16, queue: u16) {
-        let rt = &self.io.nvme[drive as usize];
-        let source = match rt.vmd {
-            Some((v, child)) => {
-                let irq = ChildIrq {
+        let rt = &mut self.io.nvme[drive as usize];
+        rt.interrupts += 1;
+        let port = rt.port;
+        if let Some((domain, child)) = rt.vmd {
+            let vmd = &self.io.vmd[domain as usize];
+            if vmd.domain.config().mode == VmdMode::Remap {
+                let child = ChildIrq {
                     child,
                     irq: queue as u32 + 1,
                 };
-                match self.io.vmd[v as usize].domain.child_msi(now, irq) {
-                    VmdRoute::Vector { vector, .. } => {
-                        self.io.vmd[v as usize].vector_source[vector as usize]
-                    }
-                    VmdRoute::Direct => self.io.nvme[drive as usize].queue_source[queue as usize],
-                }
+                let vector = vmd
+                    .domain
+                    .vector_of(child)
+                    .expect("every child irq of a remapping domain has a vector");
+                let token = self.new_msi(now, vmd.vector_source[vector as usize]);
+                self.ledger.port += 1;
+                self.port_push(
+                    now,
+                    port,
+                    PortWrite::ChildMsiToVmd {
+                        domain,
+                        child,
+                        token,
+                    },
+                );
+                return;
             }
-            None => rt.queue_source[queue as usize],
-        };
-        self.io.nvme[drive as usize].interrupts += 1;
+        }
+        let source = self.io.nvme[drive as usize].queue_source[queue as usize];
         self.raise_msi(now, source);
+    }
+
+    /// VMD captured a child's MSI: it writes its own MSI for the child's vector into its
+    /// port's ordered stream, or the child MSI rides on VMD's outstanding one.
+    pub(super) fn vmd_capture(
+        &mut self,
+        now: SimTime,
+        domain: u16,
+        child: ChildIrq,
+        msi: MsiToken,
+    ) {
+        let vmd = &mut self.io.vmd[domain as usize];
+        match vmd.domain.child_msi(now, child) {
+            VmdRoute::Vector { vector, at } => {
+                vmd.lead[vector as usize] = Some(msi);
+                let (source, port) = (vmd.vector_source[vector as usize], vmd.port);
+                self.sources[source as usize].written += 1;
+                self.port_push_at(
+                    now,
+                    at.max(now),
+                    port,
+                    PortWrite::Msi { source, token: msi },
+                );
+            }
+            VmdRoute::Merged { vector } => {
+                let lead = vmd.lead[vector as usize].expect("a merge rides on an outstanding MSI");
+                self.ledger.port -= 1;
+                self.ledger.ride_on(lead, msi);
+            }
+            VmdRoute::Direct => unreachable!("only remapping domains capture child MSIs"),
+        }
+    }
+
+    /// An MSI of source `source` retired from its port: if it was VMD's, a later child
+    /// MSI on its vector makes VMD write a new one.
+    pub(super) fn vmd_msi_left(&mut self, source: u32) {
+        if let Some((domain, vector)) = self.sources[source as usize].vmd {
+            let vmd = &mut self.io.vmd[domain as usize];
+            vmd.domain.vmd_msi_delivered(vector);
+            vmd.lead[vector as usize] = None;
+        }
     }
 
     /// The cycles of an I/O device handler run on `cpu` at `now`, doing its work
@@ -725,6 +868,11 @@ impl System {
                 self.cpus[cpu as usize].time.app += d;
                 d
             }
+            Deferred::DsaSubmit { device } => {
+                let d = freq.cycles_f64(self.dsa_submit_cycles(device));
+                self.cpus[cpu as usize].time.app += d;
+                d
+            }
             Deferred::NapiPoll { nic, queue } => {
                 let mut arrivals = std::mem::take(&mut self.io.arrivals);
                 arrivals.clear();
@@ -768,6 +916,11 @@ impl System {
                     self.io.jobs[job as usize].rejected += 1;
                 }
                 self.reschedule(now, IoDev::Nvme(drive));
+            }
+            Deferred::DsaSubmit { device } => {
+                let at = now + self.timing.doorbell_write;
+                self.queue
+                    .schedule(at, Priority::DEVICE, Event::DsaSubmit { device });
             }
             Deferred::NapiPoll { nic, queue } => {
                 let q = &mut self.io.nics[nic as usize].queues[queue as usize];
@@ -891,6 +1044,14 @@ pub struct VmdReport {
     pub child_handler_calls: u64,
     /// Of those, calls that found nothing to do.
     pub empty_child_handler_calls: u64,
+    /// Child MSIs VMD captured (remap mode).
+    pub child_msis: u64,
+    /// MSIs VMD wrote on its own vectors.
+    pub vmd_msis: u64,
+    /// Child MSIs that merged into an outstanding VMD MSI (`merge_while_outstanding`).
+    pub merged_child_msis: u64,
+    /// Whether merging was on.
+    pub merge_while_outstanding: bool,
 }
 
 /// The I/O part of a report.
@@ -984,6 +1145,16 @@ impl System {
                 vectors_used: v.vector_source.iter().filter(|s| **s != u32::MAX).count() as u32,
                 child_handler_calls: v.child_calls,
                 empty_child_handler_calls: v.empty_child_calls,
+                child_msis: (0..v.vector_source.len() as u16)
+                    .map(|i| v.domain.counters(i).child_msis)
+                    .sum(),
+                vmd_msis: (0..v.vector_source.len() as u16)
+                    .map(|i| v.domain.counters(i).vmd_msis)
+                    .sum(),
+                merged_child_msis: (0..v.vector_source.len() as u16)
+                    .map(|i| v.domain.counters(i).merged_child_msis)
+                    .sum(),
+                merge_while_outstanding: v.domain.config().merge_while_outstanding,
             })
             .collect();
         IoReport {

@@ -61,10 +61,15 @@ impl CpuSlots {
 /// Counts of MSIs that are neither handled nor dropped, by where they are.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PendingWhere {
-    /// Raised, on their way from the device to the IOMMU.
-    pub device_to_iommu: u64,
-    /// Queued in or being processed by an IOMMU unit (remapping or posting).
+    /// Raised and in the device's root-port stream: in flight to the port, or queued
+    /// behind the device's earlier writes (strictly ordered, they cannot pass).
+    pub port: u64,
+    /// In an IOMMU unit: its request pipeline, or waiting for or holding the target
+    /// CPU's descriptor line.
     pub iommu: u64,
+    /// VMD child MSIs merged into VMD's outstanding MSI for their vector: they go
+    /// wherever that MSI goes.
+    pub vmd: u64,
     /// Remapped interrupt messages in the fabric, not yet at the local APIC.
     pub fabric: u64,
     /// Bits set in a CPU's PIR (posted mode), not yet exchanged out.
@@ -80,8 +85,9 @@ pub struct PendingWhere {
 impl PendingWhere {
     /// All pending MSIs: the sum of every place.
     pub fn total(&self) -> u64 {
-        self.device_to_iommu
+        self.port
             + self.iommu
+            + self.vmd
             + self.fabric
             + self.pir
             + self.harvested
@@ -104,12 +110,16 @@ pub struct Ledger {
     /// Handler calls for a vector with no MSI behind them (a variant dispatching bits
     /// it did not take out of PIR, or a spurious vector).
     pub spurious_handler_calls: u64,
-    /// MSIs in flight from a device to the IOMMU.
-    pub device_to_iommu: u64,
-    /// MSIs queued in or being processed by an IOMMU unit.
+    /// MSIs in a root port's ordered stream (see [`PendingWhere::port`]).
+    pub port: u64,
+    /// MSIs in an IOMMU unit (pipeline or descriptor line).
     pub iommu: u64,
     /// MSIs in the fabric on their way to a local APIC.
     pub fabric: u64,
+    /// MSIs riding on another MSI (a VMD child MSI merged into VMD's outstanding
+    /// MSI), keyed by the id of the MSI they ride on; they land where it lands.
+    companions: BTreeMap<u64, Vec<MsiToken>>,
+    companion_count: u64,
 }
 
 impl Ledger {
@@ -122,15 +132,36 @@ impl Ledger {
             merged: 0,
             dropped: BTreeMap::new(),
             spurious_handler_calls: 0,
-            device_to_iommu: 0,
+            port: 0,
             iommu: 0,
             fabric: 0,
+            companions: BTreeMap::new(),
+            companion_count: 0,
         }
     }
 
-    /// Counts one MSI dropped for `reason`.
-    pub fn drop_msi(&mut self, reason: &str) {
-        *self.dropped.entry(reason.to_string()).or_insert(0) += 1;
+    /// `msi` rides on `lead` from now on: it merged into it (VMD merging a child MSI
+    /// into its outstanding MSI), and ends wherever `lead` ends.
+    pub fn ride_on(&mut self, lead: MsiToken, msi: MsiToken) {
+        self.companions.entry(lead.id).or_default().push(msi);
+        self.companion_count += 1;
+        self.merged += 1;
+    }
+
+    fn take_companions(&mut self, lead: MsiToken) -> Vec<MsiToken> {
+        match self.companions.remove(&lead.id) {
+            Some(c) => {
+                self.companion_count -= c.len() as u64;
+                c
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Counts `msi` (and any MSI riding on it) dropped for `reason`.
+    pub fn drop_msi(&mut self, msi: MsiToken, reason: &str) {
+        let n = 1 + self.take_companions(msi).len() as u64;
+        *self.dropped.entry(reason.to_string()).or_insert(0) += n;
     }
 
     /// Dropped MSIs, all reasons together.
@@ -143,7 +174,10 @@ impl Ledger {
         if merged {
             self.merged += 1;
         }
-        self.cpus[cpu].get_mut(v).in_pir.push(msi);
+        let riders = self.take_companions(msi);
+        let slot = &mut self.cpus[cpu].get_mut(v).in_pir;
+        slot.push(msi);
+        slot.extend(riders);
     }
 
     /// The LAPIC of `cpu` set `IRR[v]` for `msi`.
@@ -151,7 +185,10 @@ impl Ledger {
         if merged {
             self.merged += 1;
         }
-        self.cpus[cpu].get_mut(v).in_irr.push(msi);
+        let riders = self.take_companions(msi);
+        let slot = &mut self.cpus[cpu].get_mut(v).in_irr;
+        slot.push(msi);
+        slot.extend(riders);
     }
 
     /// A locked exchange on PIR word `word` of `cpu` returned `bits`: every MSI behind
@@ -190,8 +227,9 @@ impl Ledger {
     /// MSIs neither handled nor dropped, by where they are.
     pub fn pending(&self) -> PendingWhere {
         let mut p = PendingWhere {
-            device_to_iommu: self.device_to_iommu,
+            port: self.port,
             iommu: self.iommu,
+            vmd: self.companion_count,
             fabric: self.fabric,
             ..PendingWhere::default()
         };
@@ -239,6 +277,27 @@ mod tests {
         l.handler_started(0, Vector(0x21), &mut served);
         assert!(served.is_empty());
         assert_eq!(l.spurious_handler_calls, 1);
+    }
+
+    #[test]
+    fn riders_land_with_their_lead_or_drop_with_it() {
+        let mut l = Ledger::new(1);
+        l.generated = 4;
+        l.fabric = 2;
+        l.ride_on(tok(0, 1), tok(1, 2));
+        l.ride_on(tok(0, 1), tok(2, 3));
+        assert_eq!(l.pending().vmd, 2);
+        assert!(l.is_balanced());
+        l.fabric -= 1;
+        l.accepted_in_irr(0, Vector(0x30), tok(0, 1), false);
+        assert_eq!((l.pending().vmd, l.pending().irr), (0, 3));
+        l.ride_on(tok(3, 4), tok(9, 5));
+        l.generated += 1;
+        l.fabric -= 1;
+        l.drop_msi(tok(3, 4), "irte_not_present");
+        assert_eq!(l.dropped["irte_not_present"], 2);
+        assert!(l.is_balanced());
+        assert_eq!(l.merged, 3);
     }
 
     #[test]

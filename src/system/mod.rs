@@ -4,10 +4,11 @@
 //! The path of one MSI:
 //!
 //! ```text
-//!  device ──msi_write──▶ IOMMU FIFO ──remap (IEC hit/miss)──┬─ fault ──▶ dropped(reason)
-//!                                                           ├─ remapped ─▶ fabric ─▶ LAPIC IRR
-//!                                                           └─ posted ──▶ PID RMW ─┬─ ON 0→1: fabric ─▶ LAPIC IRR(0xeb)
-//!                                                                                  └─ else: waits in PIR
+//!  device ─▶ root port's ordered stream (behind the device's earlier writes)
+//!         ─▶ remapping unit of the port's stack ─remap (IEC hit/miss)─┬─ fault ─▶ dropped(reason)
+//!            ├─ remapped ─▶ shared delivery path (the port waits) ─▶ LAPIC IRR
+//!            └─ posted ──▶ descriptor line update (retires the MSI) ─┬─ ON 0→1: delivery path ─▶ LAPIC IRR(0xeb)
+//!                                                                    └─ else: waits in PIR
 //!  LAPIC ─▶ CPU (idle, IF=1): entry ─▶ kernel algorithm (one event per operation) ─▶ exit
 //! ```
 
@@ -16,6 +17,7 @@ pub mod builder;
 pub mod costs;
 pub mod cpu;
 pub mod device_runtime;
+pub mod fabric;
 pub mod io;
 pub mod iommu;
 pub mod ledger;
@@ -32,7 +34,7 @@ use devices::{DsaQueue, DsaWorkQueue};
 use hdrhistogram::Histogram;
 use iommu_sim::vtd::{
     msi::encode_remappable, DeliveryMode as IrteDeliveryMode, FaultReason, InterruptMessageFabric,
-    InterruptRemapper, Irte, PostedIrte, RemapConfig, RemappedIrte, SourceCheck,
+    InterruptRemapper, Irte, PostedIrte, RemapConfig, RemapPipeline, RemappedIrte, SourceCheck,
 };
 use pid_model::desc::ON_BIT;
 use pid_model::{Agent, LineOp, PiDesc, PidLine};
@@ -45,14 +47,16 @@ use crate::report::{
     PidLineDetail, PidLineReport, Report, MODEL_NOTE,
 };
 pub use builder::ScenarioBuilder;
-pub use costs::{Costs, CpuCosts, DeviceCosts};
+pub use costs::{
+    Costs, CpuCosts, DeviceCosts, DsaPlatformCosts, NicHostCosts, PcieCosts, VmdCosts,
+};
 pub use cpu::{CpuState, CpuTime, Deferred, HandlerRef};
 use iommu::IommuUnit;
 use ledger::{Ledger, MsiToken};
 pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
 pub use scenario::{
-    ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, Scenario,
-    ScenarioError,
+    ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, PcieConfig,
+    Scenario, ScenarioError,
 };
 use sources::MsiSource;
 
@@ -111,16 +115,20 @@ enum Event {
     DsaEngineDone { device: u32 },
     /// An NVMe drive or NIC queue asked to be woken now (stale if `generation` moved on).
     IoWake { dev: io::IoDev, generation: u32 },
-    /// An MSI write reaches the IOMMU.
-    MsiAtIommu(InFlightMsi),
-    /// Remapping unit `unit` finished the current stage of the request at the head of
-    /// its FIFO.
-    IommuStageDone { unit: u16 },
+    /// The head write of a root port reached the port's ordering point.
+    PortReady { port: u16 },
+    /// The head write of a root port is committed.
+    PortWriteDone { port: u16 },
+    /// The remapped MSI at the head of a root port has been handed over by the
+    /// delivery path: it retires.
+    PortMsiRetired { port: u16 },
+    /// The oldest request of remapping unit `unit`'s pipeline is done.
+    RemapDone { unit: u16 },
+    /// The post holding CPU `cpu`'s descriptor line is performed.
+    LinePostDone { cpu: u32 },
     /// An interrupt message reaches a local APIC. `msi` is set for device MSIs and
     /// empty for posted-interrupt notifications.
     ApicMessage {
-        /// The remapping unit whose fabric carried the message.
-        unit: u16,
         cpu: u32,
         vector: Vector,
         level: bool,
@@ -130,14 +138,6 @@ enum Event {
     CpuStep { cpu: u32 },
     /// An LPI reaches CPU `cpu`'s redistributor (Arm).
     GicLpi { cpu: u32, intid: u32, msi: MsiToken },
-}
-
-#[derive(Clone, Copy, Debug)]
-struct InFlightMsi {
-    /// The MSI source that wrote it; its (address, data), requester id and remapping
-    /// unit are the source's, looked up rather than carried to keep events small.
-    source: u32,
-    token: MsiToken,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -157,6 +157,12 @@ pub struct System {
     apic_to_cpu: BTreeMap<u32, u32>,
     pda_to_cpu: BTreeMap<u64, u32>,
     iommus: Vec<IommuUnit>,
+    /// Every root port with a device on it, by index (see `Scenario::device_ports`).
+    ports: Vec<fabric::Port>,
+    /// The interrupt-delivery paths, one per port, stack or socket in use.
+    deliveries: Vec<fabric::Delivery>,
+    /// The posts of each CPU's descriptor line.
+    line_posts: Vec<iommu::LinePosts>,
     devices: Vec<Device>,
     sources: Vec<MsiSource>,
     io: io::Io,
@@ -180,6 +186,8 @@ pub struct System {
 struct Timing {
     msi_write: Duration,
     doorbell_write: Duration,
+    ordered_write: Duration,
+    post_latency: Duration,
     irq_entry: Duration,
     irq_exit: Duration,
     nvme_submit: Duration,
@@ -190,6 +198,8 @@ impl Timing {
         Timing {
             msi_write: Duration::from_ns_f64(costs.device.msi_write_ns),
             doorbell_write: Duration::from_ns_f64(costs.device.doorbell_write_ns),
+            ordered_write: Duration::from_ns_f64(costs.pcie.ordered_write_ns),
+            post_latency: Duration::from_ns_f64(costs.pid_line.iommu_post_latency_ns),
             irq_entry: freq.cycles_f64(costs.cpu.irq_entry_cycles),
             irq_exit: freq.cycles_f64(costs.cpu.irq_exit_cycles),
             nvme_submit: freq.cycles_f64(costs.nvme_host.submit_cycles),
@@ -264,6 +274,58 @@ impl System {
         }
         let fabric = InterruptMessageFabric::new(&costs.fabric)
             .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
+
+        // Root ports: every port a device sits on, in port order.
+        let dp = sc.device_ports();
+        let mut numbers: Vec<u32> = dp
+            .devices
+            .iter()
+            .chain(&dp.nvme)
+            .chain(&dp.vmd)
+            .chain(&dp.nics)
+            .copied()
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let port_index = |n: u32| numbers.binary_search(&n).expect("collected") as u16;
+        let mut ports: Vec<fabric::Port> = numbers
+            .iter()
+            .map(|&n| {
+                // VMD's own MSIs are not flow-controlled: VMD holds what it has to write.
+                let credits = if dp.vmd.contains(&n) {
+                    u32::MAX / 2
+                } else {
+                    sc.pcie.port_credits
+                };
+                fabric::Port {
+                    number: n,
+                    stack: sc.stack_of_port(n),
+                    socket: sc.socket_of_port(n),
+                    unit: sc.unit_of_port(n),
+                    delivery: 0,
+                    queue: VecDeque::new(),
+                    state: fabric::PortState::Idle,
+                    credits_free: credits,
+                    credit_waiters: VecDeque::new(),
+                    writes: 0,
+                    msis: 0,
+                    stalled_behind_msi: Duration::ZERO,
+                    msi_out: Duration::ZERO,
+                    write_busy: Duration::ZERO,
+                }
+            })
+            .collect();
+        let deliveries =
+            fabric::delivery_paths(&mut ports, costs.fabric.delivery_shared_by, &fabric);
+        let unit_socket: Vec<u16> = (0..sc.iommu.units)
+            .map(|u| {
+                ports
+                    .iter()
+                    .find(|p| p.unit as u32 == u)
+                    .map_or(0, |p| p.socket)
+            })
+            .collect();
+
         let mut devices = Vec::with_capacity(sc.devices.len());
         let mut sources = Vec::with_capacity(sc.devices.len());
         for (i, d) in sc.devices.iter().enumerate() {
@@ -291,23 +353,33 @@ impl System {
                     DeviceModel::Open(DsaQueue::new(message, d.source_id, arrival.clone()))
                 }
                 (None, Some(job)) => DeviceModel::Closed {
-                    wq: DsaWorkQueue::new(job.wq.clone(), message, d.source_id),
+                    wq: DsaWorkQueue::new(
+                        job.wq.clone(),
+                        &costs.dsa.device(),
+                        message,
+                        d.source_id,
+                    ),
                     job: job.clone(),
+                    reap_cycles: job.reap_cycles.unwrap_or(costs.dsa.reap_cycles),
+                    submit_cycles: job.submit_cycles.unwrap_or(costs.dsa.submit_cycles),
                     unreaped: 0,
+                    reaped: 0,
                 },
                 (None, None) => unreachable!("validated: a device has arrival or closed_loop"),
             };
-            sources.push(MsiSource::new(
+            let mut source = MsiSource::new(
                 name.clone(),
                 message,
                 d.source_id,
-                sc.unit_of_cpu(cpu),
-            ));
+                port_index(dp.devices[i]),
+            );
+            source.writes_record = matches!(model, DeviceModel::Open(_));
+            sources.push(source);
             devices.push(Device {
                 rng: streams.stream(&name),
                 name,
                 model,
-                handler_cycles: d.handler_cycles,
+                handler_cycles: d.handler_cycles.unwrap_or(costs.dsa.handler_cycles),
                 source: sources.len() as u32 - 1,
             });
         }
@@ -320,11 +392,14 @@ impl System {
             DeliveryMode::Posted => POSTED_MSI_NOTIFICATION_VECTOR.0,
             DeliveryMode::Remapped => 0xff,
         };
-        let mut add_source = |cpu: u32,
-                              handler: HandlerRef,
-                              name: String,
-                              source_id: u16|
-         -> Result<u32, ScenarioError> {
+        let mut add_source = |new: io::NewSource| -> Result<u32, ScenarioError> {
+            let io::NewSource {
+                cpu,
+                handler,
+                name,
+                source_id,
+                port,
+            } = new;
             let vector = cpus[cpu as usize]
                 .free_vector(vector_limit)
                 .ok_or_else(|| {
@@ -356,17 +431,22 @@ impl System {
                 }
             };
             cpus[cpu as usize].register_handler(vector, handler);
-            sources.push(MsiSource::new(
-                name,
-                message,
-                source_id,
-                sc.unit_of_cpu(cpu),
-            ));
+            let mut source = MsiSource::new(name, message, source_id, port);
+            if let HandlerRef::Vmd { domain, vector } = handler {
+                source.vmd = Some((domain, vector));
+            }
+            sources.push(source);
             Ok(sources.len() as u32 - 1)
+        };
+        let io_ports = io::IoPorts {
+            nvme: dp.nvme.iter().map(|&n| port_index(n)).collect(),
+            vmd: dp.vmd.iter().map(|&n| port_index(n)).collect(),
+            nics: dp.nics.iter().map(|&n| port_index(n)).collect(),
         };
         let io = io::build(io::IoBuild {
             sc,
             streams,
+            ports: &io_ports,
             add_source: &mut add_source,
         })?;
 
@@ -386,20 +466,15 @@ impl System {
             iommus: (0..sc.iommu.units)
                 .map(|u| IommuUnit {
                     remapper: remapper.clone(),
-                    fifo: VecDeque::new(),
-                    current: None,
-                    fabric: fabric.clone(),
-                    agent: Agent::iommu((u % sc.cpus.sockets) as u16),
+                    pipeline: RemapPipeline::new(),
+                    in_pipeline: VecDeque::new(),
+                    agent: Agent::iommu(unit_socket[u as usize]),
                     updates: 0,
-                    credits_free: sc.iommu.request_credits,
-                    credit_waiters: VecDeque::new(),
-                    fabric_in_flight: 0,
-                    fabric_credits: sc.iommu.fabric_credits,
-                    waiting_for_fabric: false,
-                    fabric_stall: Duration::ZERO,
-                    fabric_stall_since: SimTime::ZERO,
                 })
                 .collect(),
+            line_posts: (0..sc.cpus.count).map(|_| Default::default()).collect(),
+            ports,
+            deliveries,
             devices,
             sources,
             io,
@@ -510,24 +585,17 @@ impl System {
             Event::DsaSubmit { device } => self.on_dsa_submit(now, device),
             Event::DsaEngineDone { device } => self.on_dsa_engine_done(now, device),
             Event::IoWake { dev, generation } => self.on_io_wake(now, dev, generation),
-            Event::MsiAtIommu(msi) => {
-                self.ledger.device_to_iommu -= 1;
-                self.ledger.iommu += 1;
-                let unit = self.sources[msi.source as usize].unit;
-                self.iommus[unit as usize].fifo.push_back(msi);
-                self.iommu_start_next(now, unit);
-            }
-            Event::IommuStageDone { unit } => self.on_iommu_stage_done(now, unit),
+            Event::PortReady { port } => self.on_port_ready(now, port),
+            Event::PortWriteDone { port } => self.on_port_write_done(now, port),
+            Event::PortMsiRetired { port } => self.port_msi_retired(now, port),
+            Event::RemapDone { unit } => self.on_remap_done(now, unit),
+            Event::LinePostDone { cpu } => self.on_line_post_done(now, cpu),
             Event::ApicMessage {
-                unit,
                 cpu,
                 vector,
                 level,
                 msi,
-            } => {
-                self.fabric_delivered(now, unit);
-                self.on_apic_message(now, cpu, vector, level, msi)
-            }
+            } => self.on_apic_message(now, cpu, vector, level, msi),
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
             Event::GicLpi { cpu, intid, msi } => self.on_gic_lpi(now, cpu, intid, msi),
         }
@@ -872,11 +940,16 @@ impl System {
             ..IommuReport::default()
         };
         let (mut wait_ps, mut max_wait_ps) = (0u64, 0u64);
+        for d in &self.deliveries {
+            let c = d.path.counters();
+            iommu.fabric_messages += c.submitted;
+            wait_ps += c.total_wait_ps;
+            max_wait_ps = max_wait_ps.max(c.max_wait_ps);
+        }
         for unit in &self.iommus {
             let rc = unit.remapper.counters();
             let faults = unit.remapper.fault_log().counts();
             let iec = unit.remapper.iec().counters();
-            let fabric = unit.fabric.counters();
             iommu.remapped += rc.remapped;
             iommu.posted += rc.posted;
             for r in FaultReason::ALL {
@@ -888,10 +961,6 @@ impl System {
             iommu.fault_records_kept += unit.remapper.fault_log().records().len() as u64;
             iommu.iec_hits += iec.hits;
             iommu.iec_misses += iec.misses;
-            iommu.fabric_messages += fabric.submitted;
-            wait_ps += fabric.total_wait_ps;
-            max_wait_ps = max_wait_ps.max(fabric.max_wait_ps);
-            iommu.fabric_stall_ns += unit.fabric_stall.as_ns_f64();
         }
         if iommu.fabric_messages > 0 {
             iommu.fabric_mean_wait_ns = wait_ps as f64 / 1e3 / iommu.fabric_messages as f64;
@@ -953,6 +1022,7 @@ impl System {
                 .map(|d| d.report(&self.sources, self.now()))
                 .collect(),
             io: self.io_report(),
+            fabric: self.fabric_report(),
             sources: self.source_reports(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {

@@ -58,6 +58,7 @@ impl CpuActivity {
             CpuActivity::Eoi => "EOI".into(),
             CpuActivity::Deferred { work } => match work {
                 super::cpu::Deferred::NvmeSubmit { job } => format!("job{job} submit"),
+                super::cpu::Deferred::DsaSubmit { device } => format!("dsa{device} submit"),
                 super::cpu::Deferred::NapiPoll { nic, queue } => {
                     format!("napi poll nic{nic} q{queue}")
                 }

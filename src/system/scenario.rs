@@ -78,12 +78,21 @@ pub struct Scenario {
     /// Linux MAX_POSTED_MSI_COALESCING_LOOP; 0 means unbounded.
     #[serde(default = "default_max_loops")]
     pub max_loops: u32,
+    /// The platform profile the costs start from (`irqsim platforms`); unset, the
+    /// `generic` profile. Applied when the scenario is read from TOML (the `costs`
+    /// table then overrides single fields) or by [`Scenario::apply_platform`]; `costs`
+    /// always holds the resolved values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
     /// Number of CPUs, their sockets, APIC IDs and descriptor addresses.
     #[serde(default)]
     pub cpus: CpuConfig,
-    /// The remapping units: count, table size, entry cache, request and fabric credits.
+    /// The remapping units: count, table size, entry cache.
     #[serde(default)]
     pub iommu: IommuConfig,
+    /// The PCIe layout: root ports per stack, stacks per socket, port credits.
+    #[serde(default)]
+    pub pcie: PcieConfig,
     /// Every cost table (CPU, APIC, devices, descriptor line, remapping, fabric); each
     /// field documents its unit and source.
     #[serde(default)]
@@ -157,19 +166,43 @@ pub struct IommuConfig {
     pub iec_entries: u32,
     /// Whether compatibility-format MSIs pass through (GSTS.CFIS) or fault.
     pub compat_allowed: bool,
-    /// Interrupt requests (MSI writes) the remapping unit can hold, counting those in
-    /// flight to it. When they are all taken, PCIe flow control stops devices from
-    /// writing further MSIs until one is consumed; the MSIs wait in their devices.
-    /// Assumption: 64 (the depth of the unit's inbound queue is not published; PCIe
-    /// root ports advertise posted-request credits on the order of tens).
-    pub request_credits: u32,
-    /// Interrupt messages the system agent's interrupt path can hold in flight. When
-    /// full, the remapping unit waits before sending another. Assumption: 32.
-    pub fabric_credits: u32,
-    /// Remapping units (VT-d DRHD units, each with its own queue, interrupt entry cache
-    /// and fabric). A source's MSIs go to the unit of its target CPU's socket, modulo
-    /// the number of units. Default 1.
+    /// Remapping units (VT-d DRHD units, each with its own request pipeline and
+    /// interrupt entry cache). A device belongs to the unit whose scope covers its
+    /// position: the unit of its PCIe stack (stack index modulo the number of units),
+    /// whatever CPU its interrupts target. Default 1.
     pub units: u32,
+}
+
+/// Where devices sit: root ports grouped into PCIe stacks, stacks into sockets.
+///
+/// A device's `port` is a global root-port index: port p is on stack
+/// `p / ports_per_stack`, which is on socket `stack / stacks_per_socket`. Devices that
+/// share a port (behind a switch) share its ordered write stream. A device without a
+/// `port` gets the next port no device names, in the order `devices`, `nvme`, `vmd`,
+/// `nics`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PcieConfig {
+    /// Root ports per stack (an x16 stack bifurcated into four x4 ports has 4).
+    pub ports_per_stack: u32,
+    /// PCIe stacks per socket.
+    pub stacks_per_socket: u32,
+    /// MSIs a root port's ordered stream holds (queued behind earlier writes or being
+    /// delivered). When they are all taken, PCIe flow control stops the port's devices
+    /// from writing further MSIs; completions and their MSIs then wait in the device.
+    /// Assumption: 64 (root ports advertise posted-request credits on the order of
+    /// tens; the exact count is not published).
+    pub port_credits: u32,
+}
+
+impl Default for PcieConfig {
+    fn default() -> Self {
+        PcieConfig {
+            ports_per_stack: 4,
+            stacks_per_socket: 6,
+            port_credits: 64,
+        }
+    }
 }
 
 impl Default for IommuConfig {
@@ -178,11 +211,22 @@ impl Default for IommuConfig {
             irte_entries: 256,
             iec_entries: 64,
             compat_allowed: false,
-            request_credits: 64,
-            fabric_credits: 32,
             units: 1,
         }
     }
+}
+
+/// The root port of every device of a scenario ([`Scenario::device_ports`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DevicePorts {
+    /// Port of each `devices[i]`.
+    pub devices: Vec<u32>,
+    /// Port of each `nvme[i]`.
+    pub nvme: Vec<u32>,
+    /// Port of each `vmd[i]` (VMD's own MSIs).
+    pub vmd: Vec<u32>,
+    /// Port of each `nics[i]`.
+    pub nics: Vec<u32>,
 }
 
 /// Kinds of MSI source.
@@ -222,10 +266,14 @@ pub struct DeviceConfig {
     /// PCI requester id (bus << 8 | devfn).
     #[serde(default)]
     pub source_id: u16,
-    /// Cost of the device's own handler body, in CPU cycles; default
-    /// [`DeviceConfig::DEFAULT_HANDLER_CYCLES`].
-    #[serde(default = "DeviceConfig::default_handler_cycles")]
-    pub handler_cycles: f64,
+    /// The root port the device sits behind (see [`PcieConfig`]); unset, a port of its
+    /// own.
+    #[serde(default)]
+    pub port: Option<u32>,
+    /// Cost of the device's own handler body, in CPU cycles; unset, the platform's
+    /// `costs.dsa.handler_cycles`.
+    #[serde(default)]
+    pub handler_cycles: Option<f64>,
     /// Open loop: when completions happen. Give this or `closed_loop`.
     #[serde(default)]
     pub arrival: Option<ArrivalProcess>,
@@ -237,21 +285,26 @@ pub struct DeviceConfig {
 
 /// A host job driving a DSA work queue in closed loop, as a DSA memory-fill
 /// interrupt benchmark does: `inflight` descriptors outstanding; the interrupt handler
-/// reaps every descriptor whose completion record is written and submits one new
-/// descriptor for each.
+/// reaps every descriptor whose completion record has landed, and one new descriptor
+/// is submitted for each, by the handler itself or by a submitter job on another CPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClosedLoopConfig {
     /// Descriptors the job keeps in flight.
     pub inflight: u32,
-    /// CPU cycles to prepare one descriptor and write it to the WQ portal
-    /// (MOVDIR64B or ENQCMD). Assumption: DESIGN.md 3 puts a posted MMIO write on the
-    /// order of a hundred cycles; with descriptor preparation, 200 cycles.
-    pub submit_cycles: f64,
-    /// CPU cycles to check one completion record and complete its descriptor.
-    /// Assumption: one cache-missing read of the record plus list bookkeeping, 100
-    /// cycles.
-    pub reap_cycles: f64,
+    /// CPU cycles to prepare one descriptor and write it to the WQ portal; unset, the
+    /// platform's `costs.dsa.submit_cycles`.
+    pub submit_cycles: Option<f64>,
+    /// CPU cycles to check one completion record and complete its descriptor; unset,
+    /// the platform's `costs.dsa.reap_cycles`.
+    pub reap_cycles: Option<f64>,
+    /// The CPU of a submitter job that writes the replacement descriptors (as a
+    /// benchmark that keeps the WQ full from its own thread does); unset, the handler
+    /// resubmits on the interrupt's CPU.
+    pub submit_cpu: Option<u32>,
+    /// Submit each initial descriptor at a random time within one service time instead
+    /// of all at time 0, so descriptors do not run in lockstep.
+    pub random_start: bool,
     /// The work queue and its engines.
     pub wq: devices::DsaWqConfig,
 }
@@ -260,20 +313,12 @@ impl Default for ClosedLoopConfig {
     fn default() -> Self {
         ClosedLoopConfig {
             inflight: 32,
-            submit_cycles: 200.0,
-            reap_cycles: 100.0,
+            submit_cycles: None,
+            reap_cycles: None,
+            submit_cpu: None,
+            random_start: false,
             wq: devices::DsaWqConfig::default(),
         }
-    }
-}
-
-impl DeviceConfig {
-    /// Default cost of a device handler body, CPU cycles. Assumption: a completion
-    /// check and a wake-up of the waiter, about 300 cycles; no public figure.
-    pub const DEFAULT_HANDLER_CYCLES: f64 = 300.0;
-
-    fn default_handler_cycles() -> f64 {
-        Self::DEFAULT_HANDLER_CYCLES
     }
 }
 
@@ -390,6 +435,32 @@ fn with_suggestion(message: String) -> String {
     }
 }
 
+/// Lays `over` onto `base` field by field (tables merge, everything else replaces).
+/// A field `base` does not have is kept, so deserialization names it as unknown.
+fn merge_toml(base: &mut toml::Value, over: toml::Value, at: &str) -> Result<(), String> {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge_toml(slot, v, &format!("{at}.{k}"))?,
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+            Ok(())
+        }
+        (toml::Value::Table(_), other) => Err(format!(
+            "`{at}` is a table of cost fields, not {}",
+            other.type_str()
+        )),
+        (slot, v) => {
+            *slot = v;
+            Ok(())
+        }
+    }
+}
+
 /// Levenshtein distance between two short identifiers.
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
@@ -407,12 +478,40 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 impl Scenario {
-    /// Parses TOML text; `origin` names the source in errors.
+    /// Parses TOML text; `origin` names the source in errors. When the text names a
+    /// `platform`, its profile's costs are the starting point and the text's `[costs]`
+    /// table overrides single fields on top.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        toml::from_str(text).map_err(|e| ScenarioError::Parse {
+        let parse_error = |e: &dyn Display| ScenarioError::Parse {
             path: origin.into(),
             message: with_suggestion(e.to_string()),
-        })
+        };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(&e))?;
+        let platform = match table.get("platform") {
+            None => crate::platform::DEFAULT_PLATFORM.to_string(),
+            Some(toml::Value::String(name)) => name.clone(),
+            Some(other) => {
+                return Err(ScenarioError::invalid(
+                    "platform",
+                    other,
+                    format!(
+                        "a profile name, one of {} (irqsim platforms)",
+                        crate::platform::names().join(", ")
+                    ),
+                ))
+            }
+        };
+        let profile = crate::platform::get(&platform)?;
+        let mut costs: toml::Value =
+            toml::Value::try_from(profile.costs()).expect("a profile's costs are TOML");
+        if let Some(over) = table.remove("costs") {
+            merge_toml(&mut costs, over, "costs").map_err(|m| ScenarioError::Parse {
+                path: origin.into(),
+                message: m,
+            })?;
+        }
+        table.insert("costs".into(), costs);
+        Scenario::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(&e))
     }
 
     /// Reads, parses and validates a scenario file.
@@ -437,9 +536,58 @@ impl Scenario {
         self.cpus.apic_ids.get(cpu as usize).copied().unwrap_or(cpu)
     }
 
-    /// The remapping unit serving MSIs aimed at CPU `cpu`.
-    pub fn unit_of_cpu(&self, cpu: u32) -> u16 {
-        (self.socket_of(cpu) as u32 % self.iommu.units) as u16
+    /// The PCIe stack of root port `port`.
+    pub fn stack_of_port(&self, port: u32) -> u32 {
+        port / self.pcie.ports_per_stack
+    }
+
+    /// The socket of root port `port`; stacks past the last socket's belong to the
+    /// last socket.
+    pub fn socket_of_port(&self, port: u32) -> u16 {
+        let socket = self.stack_of_port(port) / self.pcie.stacks_per_socket;
+        socket.min(self.cpus.sockets.saturating_sub(1)) as u16
+    }
+
+    /// The remapping unit whose scope covers root port `port` (its stack's).
+    pub fn unit_of_port(&self, port: u32) -> u16 {
+        (self.stack_of_port(port) % self.iommu.units) as u16
+    }
+
+    /// The root port of every device, in the order `devices`, `nvme`, `vmd`, `nics`:
+    /// the one it names, or the next port no device names.
+    pub fn device_ports(&self) -> DevicePorts {
+        let named: std::collections::BTreeSet<u32> = self
+            .devices
+            .iter()
+            .map(|d| d.port)
+            .chain(self.nvme.iter().map(|d| d.port))
+            .chain(self.vmd.iter().map(|d| d.port))
+            .chain(self.nics.iter().map(|d| d.port))
+            .flatten()
+            .collect();
+        let mut next = 0u32;
+        let mut pick = |p: Option<u32>| {
+            p.unwrap_or_else(|| {
+                while named.contains(&next) {
+                    next += 1;
+                }
+                next += 1;
+                next - 1
+            })
+        };
+        DevicePorts {
+            devices: self.devices.iter().map(|d| pick(d.port)).collect(),
+            nvme: self.nvme.iter().map(|d| pick(d.port)).collect(),
+            vmd: self.vmd.iter().map(|d| pick(d.port)).collect(),
+            nics: self.nics.iter().map(|d| pick(d.port)).collect(),
+        }
+    }
+
+    /// Replaces the costs with platform `name`'s and records the choice.
+    pub fn apply_platform(&mut self, name: &str) -> Result<(), ScenarioError> {
+        self.costs = crate::platform::get(name)?.costs();
+        self.platform = Some(name.to_string());
+        Ok(())
     }
 
     /// The socket of CPU `cpu`.
@@ -494,6 +642,9 @@ impl Scenario {
     /// Every rule except the variant name, for systems that run a handler given in
     /// code ([`crate::System::with_handler`]), where the scenario's `variant` is unused.
     pub fn validate_system(&self) -> Result<(), ScenarioError> {
+        if let Some(name) = &self.platform {
+            crate::platform::get(name)?;
+        }
         if self.arch == Arch::Arm && self.mode == DeliveryMode::Posted {
             return Err(ScenarioError::invalid(
                 "mode",
@@ -615,12 +766,20 @@ impl Scenario {
                 "a power of two from 2 to 65536 (2^(S+1) for IRTA_REG.S in 0..=15)",
             ));
         }
+        let p = &self.pcie;
+        if p.port_credits == 0 || p.port_credits > 1_000_000 {
+            return Err(ScenarioError::invalid(
+                "pcie.port_credits",
+                p.port_credits,
+                "1..=1000000 credits",
+            ));
+        }
         for (name, v) in [
-            ("iommu.request_credits", self.iommu.request_credits),
-            ("iommu.fabric_credits", self.iommu.fabric_credits),
+            ("pcie.ports_per_stack", p.ports_per_stack),
+            ("pcie.stacks_per_socket", p.stacks_per_socket),
         ] {
-            if v == 0 || v > 1_000_000 {
-                return Err(ScenarioError::invalid(name, v, "1..=1000000 credits"));
+            if v == 0 || v > 4096 {
+                return Err(ScenarioError::invalid(name, v, "1..=4096"));
             }
         }
         if self.iommu.units == 0 || self.iommu.units > 64 {
@@ -707,7 +866,9 @@ impl Scenario {
                 ));
             }
         }
-        super::costs::check_non_negative(&f("handler_cycles"), d.handler_cycles)?;
+        if let Some(c) = d.handler_cycles {
+            super::costs::check_non_negative(&f("handler_cycles"), c)?;
+        }
         match (&d.arrival, &d.closed_loop) {
             (Some(arrival), None) => {
                 arrival.validate(&f("arrival"))?;
@@ -732,11 +893,23 @@ impl Scenario {
                         format!("1..=closed_loop.wq.depth ({})", cl.wq.depth),
                     ));
                 }
-                super::costs::check_non_negative(
-                    &f("closed_loop.submit_cycles"),
-                    cl.submit_cycles,
-                )?;
-                super::costs::check_non_negative(&f("closed_loop.reap_cycles"), cl.reap_cycles)?;
+                for (name, v) in [
+                    ("closed_loop.submit_cycles", cl.submit_cycles),
+                    ("closed_loop.reap_cycles", cl.reap_cycles),
+                ] {
+                    if let Some(v) = v {
+                        super::costs::check_non_negative(&f(name), v)?;
+                    }
+                }
+                if let Some(c) = cl.submit_cpu {
+                    if c >= self.cpus.count {
+                        return Err(ScenarioError::invalid(
+                            f("closed_loop.submit_cpu"),
+                            c,
+                            format!("a CPU index below cpus.count ({})", self.cpus.count),
+                        ));
+                    }
+                }
             }
             (Some(_), Some(_)) => {
                 return Err(ScenarioError::invalid(

@@ -1,17 +1,17 @@
-//! MSI sources and PCIe flow control toward the remapping unit.
+//! MSI sources and PCIe flow control toward the root port.
 //!
 //! Every MSI-X vector of every device (a DSA work queue, an NVMe I/O queue, a NIC
-//! queue, a VMD vector) is one source with its own (address, data) and requester id.
-//! A source writes an MSI only when the remapping unit has a request credit free;
+//! queue, a VMD vector) is one source with its own (address, data), requester id and
+//! root port. A source writes an MSI only when its port has an MSI credit free;
 //! otherwise the MSI waits in the device as a count (constant memory), and sources
 //! waiting for credit are served round robin as credits come back.
 
 use serde::Serialize;
 use sim_core::{MsiMessage, SimTime};
 
+use super::fabric::{Landing, PortWrite};
 use super::ledger::MsiToken;
-use super::{Event, InFlightMsi, SimEvent, System};
-use crate::engine::Priority;
+use super::{SimEvent, System};
 
 /// One MSI-X vector of one device.
 #[derive(Clone, Debug)]
@@ -25,8 +25,13 @@ pub(super) struct MsiSource {
     pub stalls: u64,
     /// Whether the source is queued for a credit.
     pub waiting: bool,
-    /// The remapping unit its writes go to.
-    pub unit: u16,
+    /// Index of the root port its writes go through (into `System::ports`).
+    pub port: u16,
+    /// An open-loop device's completion record, written just before each MSI (held
+    /// back with it).
+    pub writes_record: bool,
+    /// (VMD domain, VMD vector) when the source is one of VMD's own vectors.
+    pub vmd: Option<(u16, u16)>,
     /// MSIs written.
     pub written: u64,
     /// The open-loop device parked on this source while it waits (see
@@ -35,12 +40,14 @@ pub(super) struct MsiSource {
 }
 
 impl MsiSource {
-    pub fn new(name: String, message: MsiMessage, source_id: u16, unit: u16) -> Self {
+    pub fn new(name: String, message: MsiMessage, source_id: u16, port: u16) -> Self {
         MsiSource {
             name,
             message,
             source_id,
-            unit,
+            port,
+            writes_record: false,
+            vmd: None,
             backlog: 0,
             stalls: 0,
             waiting: false,
@@ -59,34 +66,40 @@ pub struct SourceReport {
     pub msis_written: u64,
     /// MSIs still held back at the end.
     pub msi_backlog: u64,
-    /// MSIs that had to wait for an IOMMU request credit before being written.
+    /// MSIs that had to wait for a root-port credit before being written.
     pub msi_stalls: u64,
 }
 
 impl System {
-    /// Source `source` wants to write an MSI now: at once if a request credit is free,
+    /// Whether source `source`'s port has an MSI credit free.
+    pub(super) fn port_has_credit(&self, source: u32) -> bool {
+        let p = self.sources[source as usize].port as usize;
+        self.ports[p].credits_free > 0
+    }
+
+    /// Source `source` wants to write an MSI now: at once if a port credit is free,
     /// else it waits in the device until one is.
     pub(super) fn raise_msi(&mut self, now: SimTime, source: u32) {
-        let u = self.sources[source as usize].unit as usize;
-        if self.iommus[u].credits_free == 0 {
+        let p = self.sources[source as usize].port as usize;
+        if self.ports[p].credits_free == 0 {
             let s = &mut self.sources[source as usize];
             s.backlog += 1;
             s.stalls += 1;
             if !s.waiting {
                 s.waiting = true;
-                self.iommus[u].credit_waiters.push_back(source);
+                self.ports[p].credit_waiters.push_back(source);
             }
             return;
         }
         self.write_msi(now, source);
     }
 
-    /// A request credit came back: the longest-waiting source writes one held MSI and,
-    /// if it has more, queues again behind the others.
-    pub(super) fn credit_returned(&mut self, now: SimTime, unit: u16) {
-        let u = unit as usize;
-        self.iommus[u].credits_free += 1;
-        let Some(source) = self.iommus[u].credit_waiters.pop_front() else {
+    /// A port credit came back: the longest-waiting source writes one held MSI and, if
+    /// it has more, queues again behind the others.
+    pub(super) fn credit_returned(&mut self, now: SimTime, port: u16) {
+        let p = port as usize;
+        self.ports[p].credits_free += 1;
+        let Some(source) = self.ports[p].credit_waiters.pop_front() else {
             return;
         };
         if let Some(device) = self.sources[source as usize].parked_device {
@@ -95,7 +108,7 @@ impl System {
         let s = &mut self.sources[source as usize];
         s.backlog -= 1;
         if s.backlog > 0 {
-            self.iommus[u].credit_waiters.push_back(source);
+            self.ports[p].credit_waiters.push_back(source);
         } else {
             s.waiting = false;
             // The device's next completion is scheduled before this MSI's write, the
@@ -107,29 +120,41 @@ impl System {
         self.write_msi(now, source);
     }
 
-    /// The source writes an MSI now; it reaches the IOMMU after the write's latency.
-    fn write_msi(&mut self, now: SimTime, source: u32) {
-        let s = &mut self.sources[source as usize];
-        s.written += 1;
-        let unit = s.unit;
-        self.iommus[unit as usize].credits_free -= 1;
+    /// A new MSI of source `source`, raised at `now`, counted in the balance.
+    pub(super) fn new_msi(&mut self, now: SimTime, source: u32) -> MsiToken {
         let token = MsiToken {
             id: self.ledger.generated,
             raised: now,
         };
         self.ledger.generated += 1;
-        self.ledger.device_to_iommu += 1;
         self.emit(SimEvent::MsiRaised {
             t: now,
             device: source,
             msi: token,
         });
-        let arrive = now + self.timing.msi_write;
-        self.queue.schedule(
-            arrive,
-            Priority::DEVICE,
-            Event::MsiAtIommu(InFlightMsi { source, token }),
-        );
+        token
+    }
+
+    /// The source writes an MSI now (after its record, for an open-loop device) into
+    /// its port's ordered stream.
+    fn write_msi(&mut self, now: SimTime, source: u32) {
+        let s = &mut self.sources[source as usize];
+        s.written += 1;
+        let (port, record) = (s.port, s.writes_record);
+        self.ports[port as usize].credits_free -= 1;
+        if record {
+            self.port_push(
+                now,
+                port,
+                PortWrite::Completion {
+                    landing: Landing::Nothing,
+                    link: sim_core::Duration::ZERO,
+                },
+            );
+        }
+        let token = self.new_msi(now, source);
+        self.ledger.port += 1;
+        self.port_push(now, port, PortWrite::Msi { source, token });
     }
 
     pub(super) fn source_reports(&self) -> Vec<SourceReport> {

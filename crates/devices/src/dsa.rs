@@ -431,6 +431,11 @@ impl DsaWorkQueue {
         &self.config
     }
 
+    /// Time one engine spends on one descriptor.
+    pub fn service_time(&self) -> sim_core::Duration {
+        self.service
+    }
+
     pub fn message(&self) -> MsiMessage {
         self.message
     }

@@ -349,7 +349,10 @@ fn config_errors_name_the_field_and_toml_uses_defaults() {
     }
     .validate("costs.nvme")
     .unwrap_err();
-    assert!(e.to_string().contains("costs.nvme.link_gbytes_per_s"), "{e}");
+    assert!(
+        e.to_string().contains("costs.nvme.link_gbytes_per_s"),
+        "{e}"
+    );
 }
 
 #[test]

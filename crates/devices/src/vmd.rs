@@ -540,10 +540,7 @@ mod tests {
         let mut d = VmdDomain::new(cfg(false), 0.0, "vmd").unwrap();
         d.assign(irq(0, 0), ChildClass::Nvme).unwrap();
         for _ in 0..3 {
-            assert!(matches!(
-                d.child_msi(t, irq(0, 0)),
-                VmdRoute::Vector { .. }
-            ));
+            assert!(matches!(d.child_msi(t, irq(0, 0)), VmdRoute::Vector { .. }));
         }
         assert_eq!(d.counters(1).vmd_msis, 3);
         d.check_conservation();
