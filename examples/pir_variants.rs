@@ -6,7 +6,7 @@
 //!   through the timed engine with `System::with_handler`, without changing irqsim.
 //!
 //! ```text
-//!  dsa-wq0..3 (closed loop) ──MSI──▶ IOMMU ──post──▶ PID line ◀── loads/xchg ── CPU0 handler
+//!  dsa0 wq (closed loop) ──record, MSI──▶ IOMMU ──post──▶ PID line ◀── loads/xchg ── CPU0 handler
 //!        ▲                                                              │ reap + resubmit
 //!        └──────────────────────────── portal write ────────────────────┘
 //! ```
@@ -51,7 +51,7 @@ fn main() {
     let out = pir_variants::run(1);
     print!("{}", out.to_table());
 
-    let scenario = pir_variants::scenario("copy-then-xchg", &[0x21, 0x61, 0xa1, 0xe1], 64, 1);
+    let scenario = pir_variants::scenario("copy-then-xchg", 2, 1);
     let mut sys = System::with_handler(&scenario, Box::new(TwoPass)).unwrap();
     sys.run_to_end();
     let r = sys.report();

@@ -203,6 +203,22 @@ enum Command {
         /// Draw the experiment's main figure as SVG.
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
+        /// Run on this platform profile instead of the experiment's own (`irqsim platforms`).
+        #[arg(long, value_name = "NAME")]
+        platform: Option<String>,
+        /// Set one scenario field on every point, after the platform
+        /// (e.g. `costs.fabric.message_occupancy_ns=200`); repeatable.
+        #[arg(long = "set", value_name = "FIELD=VALUE")]
+        sets: Vec<String>,
+    },
+    /// List the platform profiles, or show one profile's every field with its unit
+    /// and source.
+    Platforms {
+        /// A profile to show whole.
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a parameter sweep: axes over scenario fields, every point in parallel.
     Sweep(irqsim::sweep::SweepArgs),
@@ -228,6 +244,7 @@ fn main() -> ExitCode {
             DEFAULT_SEED,
             &TraceArgs::default(),
             None,
+            Overrides::default(),
         ),
         Some(Command::Experiment {
             name,
@@ -235,7 +252,17 @@ fn main() -> ExitCode {
             seed,
             trace,
             plot,
-        }) => run_experiment(&name, json, seed, &trace, plot.as_deref()),
+            platform,
+            sets,
+        }) => run_experiment(
+            &name,
+            json,
+            seed,
+            &trace,
+            plot.as_deref(),
+            Overrides { platform, sets },
+        ),
+        Some(Command::Platforms { name, json }) => platforms(name.as_deref(), json),
         Some(Command::Sweep(args)) => irqsim::sweep::cli_sweep(args),
         Some(Command::Merge(args)) => irqsim::sweep::cli_merge(args),
         Some(Command::Run {
@@ -270,12 +297,52 @@ fn list() {
     }
 }
 
+/// `--platform` and `--set` of `irqsim experiment`.
+#[derive(Default)]
+struct Overrides {
+    platform: Option<String>,
+    sets: Vec<String>,
+}
+
+fn platforms(name: Option<&str>, json: bool) -> Result<(), String> {
+    match name {
+        Some(n) => {
+            let p = irqsim::platform::get(n).map_err(|e| e.to_string())?;
+            if json {
+                print_stdout(&serde_json::to_string_pretty(p).expect("serializes"))
+            } else {
+                print_stdout(&irqsim::platform::render(p))
+            }
+        }
+        None if json => print_stdout(
+            &serde_json::to_string_pretty(irqsim::platform::all()).expect("serializes"),
+        ),
+        None => {
+            let mut t = irqsim::report::table::Table::new(["name", "seeds", "machine"]);
+            for p in irqsim::platform::all() {
+                let seeds = if p.seeds.is_empty() {
+                    "-".to_string()
+                } else {
+                    p.seeds.join(",")
+                };
+                t.row([p.name.clone(), seeds, p.machine.clone()]);
+            }
+            print_stdout(&format!(
+                "{}(default: {}; `irqsim platforms NAME` shows every field with its source)",
+                t.render(),
+                irqsim::platform::DEFAULT_PLATFORM
+            ))
+        }
+    }
+}
+
 fn run_experiment(
     name: &str,
     json: bool,
     seed: u64,
     trace: &TraceArgs,
     plot: Option<&Path>,
+    overrides: Overrides,
 ) -> Result<(), String> {
     let Some(info) = experiments::find(name) else {
         let names: Vec<&str> = experiments::ALL.iter().map(|e| e.name).collect();
@@ -284,10 +351,19 @@ fn run_experiment(
             names.join(", ")
         ));
     };
-    let ctx = ExperimentCtx {
+    let sets = overrides
+        .sets
+        .iter()
+        .map(|s| experiments::FieldSet::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ctx = ExperimentCtx {
         seed,
-        trace: trace.open()?,
+        trace: None,
+        platform: overrides.platform,
+        sets,
     };
+    (info.check)(&ctx)?;
+    ctx.trace = trace.open()?;
     let out = (info.run)(&ctx);
     finish_trace(ctx.trace, &trace.trace)?;
     if let Some(path) = plot {

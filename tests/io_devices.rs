@@ -1,7 +1,8 @@
 //! NVMe, VMD and NIC scenarios: every MSI, I/O and packet accounted for, runs
 //! reproducible from a seed, and device parameters rejected with clear errors.
 
-use irqsim::experiments::{nic_napi, nvme_posted, vmd};
+use irqsim::devices::VmdMode;
+use irqsim::experiments::{nic_napi, nvme_posted, vmd, ExperimentCtx};
 use irqsim::{DeliveryMode, Scenario, System};
 use proptest::prelude::*;
 
@@ -32,11 +33,12 @@ proptest! {
     #[test]
     fn vmd_and_nvme_scenarios_balance(
         seed in any::<u64>(),
-        drives in 1u32..5,
-        cpus in 1u32..5,
+        drives in 1u32..6,
         bypass in any::<bool>(),
+        merge in any::<bool>(),
     ) {
-        let mut sc = vmd::scenario(drives, cpus, if bypass { "bypass" } else { "remap" }, seed);
+        let mode = if bypass { VmdMode::Bypass } else { VmdMode::Remap };
+        let mut sc = vmd::scenario(drives, mode, merge, seed, &ExperimentCtx::new(seed));
         sc.duration_us = 200.0;
         let r = System::run_scenario(&sc).unwrap();
         assert_io_balanced(&r);
@@ -44,9 +46,9 @@ proptest! {
     }
 
     #[test]
-    fn nvme_posted_balances(seed in any::<u64>(), jobs in 1u32..12, posted in any::<bool>()) {
+    fn nvme_posted_balances(seed in any::<u64>(), drives in 1u32..9, posted in any::<bool>()) {
         let mode = if posted { DeliveryMode::Posted } else { DeliveryMode::Remapped };
-        let mut sc = nvme_posted::scenario(mode, jobs, seed);
+        let mut sc = nvme_posted::scenario(mode, drives, seed, &ExperimentCtx::new(seed));
         sc.duration_us = 200.0;
         let r = System::run_scenario(&sc).unwrap();
         assert_io_balanced(&r);
@@ -63,11 +65,13 @@ proptest! {
 
 #[test]
 fn io_runs_are_reproducible() {
-    for sc in [
-        vmd::scenario(4, 6, "remap", 9),
-        nvme_posted::scenario(DeliveryMode::Posted, 8, 9),
+    let ctx = ExperimentCtx::new(9);
+    for mut sc in [
+        vmd::scenario(6, VmdMode::Remap, true, 9, &ctx),
+        nvme_posted::scenario(DeliveryMode::Posted, 4, 9, &ctx),
         nic_napi::scenario(10, 1.5, 9),
     ] {
+        sc.duration_us = sc.duration_us.min(400.0);
         let a = System::run_scenario(&sc).unwrap().without_wall_clock();
         let b = System::run_scenario(&sc).unwrap().without_wall_clock();
         assert_eq!(
@@ -81,8 +85,13 @@ fn io_runs_are_reproducible() {
 
 #[test]
 fn vmd_remap_calls_empty_child_handlers_and_bypass_does_not() {
-    let remap = System::run_scenario(&vmd::scenario(8, 4, "remap", 1)).unwrap();
-    let bypass = System::run_scenario(&vmd::scenario(8, 4, "bypass", 1)).unwrap();
+    let ctx = ExperimentCtx::new(1);
+    let short = |mut sc: Scenario| {
+        sc.duration_us = 300.0;
+        System::run_scenario(&sc).unwrap()
+    };
+    let remap = short(vmd::scenario(4, VmdMode::Remap, false, 1, &ctx));
+    let bypass = short(vmd::scenario(4, VmdMode::Bypass, false, 1, &ctx));
     assert!(remap.io.vmd[0].empty_child_handler_calls > 0);
     assert!(remap.io.vmd[0].vectors_used > 0);
     assert_eq!(bypass.io.vmd[0].child_handler_calls, 0);

@@ -90,22 +90,19 @@ fn posted_vs_remapped_draws_handled_against_offered_by_mode() {
 fn pir_variants_draws_grouped_bars_and_marks_broken_variants() {
     let mut rows = Vec::new();
     for &v in pir_variants::VARIANTS {
-        for vectors in [1u32, 4] {
-            for &inflight in pir_variants::TOTAL_INFLIGHT {
-                rows.push(json!({
-                    "variant": v,
-                    "vectors": vectors,
-                    "inflight": inflight,
-                    "irq_rate_mps": 1.0 + vectors as f64 * 0.1,
-                    "broken": v == "no-final-recheck",
-                }));
-            }
+        for devices in [1u32, 2] {
+            rows.push(json!({
+                "variant": v,
+                "dsa_devices": devices,
+                "irq_rate_mps": 1.0 + devices as f64 * 0.1,
+                "broken": v == "no-final-recheck",
+            }));
         }
     }
     let out = ExperimentOutput::new("pir-variants", 3, &rows);
     let fig = experiment_figure(&out).unwrap();
     assert_eq!(fig.style, Style::Bars);
-    assert_eq!(fig.series.len(), 4);
+    assert_eq!(fig.series.len(), 2);
     let XScale::Categories(names) = &fig.x_scale else {
         panic!("categories expected");
     };
@@ -117,9 +114,9 @@ fn pir_variants_draws_grouped_bars_and_marks_broken_variants() {
     for needle in [
         "copy-then-xchg",
         "remapped",
-        "4 vectors, 64 in flight",
-        "1 vector, 4 in flight",
-        "IRQ rate (M device-handler calls/s)",
+        "2 DSA devices on one CPU",
+        "1 DSA device on one CPU",
+        "IRQ rate (M completed descriptors/s)",
         "* broken on purpose",
         "seed 3",
     ] {
@@ -132,11 +129,11 @@ fn pir_variants_draws_grouped_bars_and_marks_broken_variants() {
 #[test]
 fn coalesce_loops_sets_unbounded_apart_at_the_right() {
     let mut rows = Vec::new();
-    for &rate in coalesce_loops::RATES_MPS {
+    for &variant in coalesce_loops::VARIANTS {
         for &max_loops in coalesce_loops::MAX_LOOPS {
             rows.push(json!({
                 "max_loops": max_loops,
-                "rate_mps": rate,
+                "variant": variant,
                 "notifications_per_msi": 1.0 / (1.0 + max_loops as f64),
             }));
         }
@@ -144,7 +141,7 @@ fn coalesce_loops_sets_unbounded_apart_at_the_right() {
     let out = ExperimentOutput::new("coalesce-loops", 1, &rows);
     let fig = experiment_figure(&out).unwrap();
     let s = &fig.series[0];
-    assert_eq!(s.points.len(), 8);
+    assert_eq!(s.points.len(), 7);
     assert_eq!(s.detached, vec![(10.0, 1.0)]);
     assert!(fig.x_ticks.contains(&(10.0, "unbounded".to_string())));
     let dir = std::env::temp_dir().join(format!("irqsim-plot-{}", std::process::id()));
@@ -158,8 +155,8 @@ fn coalesce_loops_sets_unbounded_apart_at_the_right() {
         "unbounded",
         "MAX_LOOPS (loop iterations per notification)",
         "notifications per MSI (ratio)",
-        "2 M MSIs/s offered",
-        "5 M MSIs/s offered",
+        "rfc handler, DSA at saturation",
+        "copy-then-xchg handler, DSA at saturation",
     ] {
         assert!(t.contains(needle), "missing {needle:?} in\n{t}");
     }

@@ -16,9 +16,11 @@ pub mod vmd;
 
 use serde::Serialize;
 
+use crate::platform::Platform;
 use crate::report::table::Table;
 use crate::report::trace::ChromeTrace;
 use crate::report::MODEL_NOTE;
+use crate::sweep::path::FieldPath;
 use crate::{Report, Scenario, System};
 
 /// One experiment's output.
@@ -95,24 +97,148 @@ fn format_cell(v: &serde_json::Value) -> String {
     }
 }
 
-/// How an experiment is run: its seed, and optionally a trace every point writes to.
+/// One `--set FIELD=VALUE`: a scenario field path and its new value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldSet {
+    /// The field, as in the scenario format (`costs.fabric.message_occupancy_ns`,
+    /// `nvme[*].drive.iops_ceiling`).
+    pub path: FieldPath,
+    /// The value (a JSON number, boolean or string).
+    pub value: serde_json::Value,
+}
+
+impl FieldSet {
+    /// Parses `FIELD=VALUE`; VALUE is read as JSON when it parses (numbers, `true`,
+    /// quoted strings), else as a plain string.
+    pub fn parse(text: &str) -> Result<FieldSet, String> {
+        let (field, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("--set {text:?} is not allowed: expected FIELD=VALUE"))?;
+        let path = FieldPath::parse(field.trim()).map_err(|e| format!("--set: {e}"))?;
+        let value = value.trim();
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        Ok(FieldSet { path, value })
+    }
+}
+
+/// How an experiment is run: its seed, the platform and field overrides, and
+/// optionally a trace every point writes to.
 pub struct ExperimentCtx {
     /// Seed of every point's scenario.
     pub seed: u64,
     /// Chrome trace every point writes to, when asked for (`--trace`).
     pub trace: Option<ChromeTrace>,
+    /// Run on this platform profile instead of the experiment's own (`--platform`).
+    pub platform: Option<String>,
+    /// Fields set on every point's scenario after the platform (`--set`), in order.
+    pub sets: Vec<FieldSet>,
 }
 
 impl ExperimentCtx {
-    /// A context with `seed` and no trace.
+    /// A context with `seed`, the experiments' own platforms and no trace.
     pub fn new(seed: u64) -> Self {
-        ExperimentCtx { seed, trace: None }
+        ExperimentCtx {
+            seed,
+            trace: None,
+            platform: None,
+            sets: Vec::new(),
+        }
+    }
+
+    /// The platform a point runs on: `--platform`, else the experiment's `default`.
+    pub fn platform(&self, default: &str) -> &'static Platform {
+        let name = self.platform.as_deref().unwrap_or(default);
+        crate::platform::get(name).expect("checked when the context was made")
+    }
+
+    /// Checks the overrides against one scenario of the experiment: an unknown
+    /// platform, a path the scenario does not have, or a value its field does not take
+    /// is an error naming them.
+    pub fn check(&self, example: &Scenario) -> Result<(), String> {
+        if let Some(p) = &self.platform {
+            crate::platform::get(p).map_err(|e| e.to_string())?;
+        }
+        self.prepare(example).map(|_| ())
+    }
+
+    /// The scenario a point really runs: its costs from the platform (`--platform`,
+    /// else the scenario's own, else `generic`), then every `--set`.
+    pub fn prepare(&self, scenario: &Scenario) -> Result<Scenario, String> {
+        let mut sc = scenario.clone();
+        let name = self
+            .platform
+            .clone()
+            .or_else(|| sc.platform.clone())
+            .unwrap_or_else(|| crate::platform::DEFAULT_PLATFORM.to_string());
+        sc.apply_platform(&name).map_err(|e| e.to_string())?;
+        if !self.sets.is_empty() {
+            let mut tree = serde_json::to_value(&sc).expect("scenarios serialize");
+            for s in &self.sets {
+                crate::sweep::path::set(&mut tree, &s.path, &s.value)
+                    .map_err(|e| format!("--set {}: {e}", s.path))?;
+            }
+            let base_dir = sc.base_dir.take();
+            sc = serde_json::from_value(tree).map_err(|e| format!("--set: {e}"))?;
+            sc.base_dir = base_dir;
+        }
+        sc.validate().map_err(|e| e.to_string())?;
+        Ok(sc)
+    }
+
+    /// The cost tables of `default`'s platform (or `--platform`'s) with every
+    /// `--set costs.*` applied, for experiments that do not run a scenario.
+    pub fn costs(&self, default: &str) -> Result<crate::system::Costs, String> {
+        let mut tree = self.platform(default).costs_tree();
+        for s in &self.sets {
+            match s.path.0.split_first() {
+                Some((crate::sweep::path::Segment::Key(k), rest)) if k == "costs" => {
+                    crate::sweep::path::set(&mut tree, &FieldPath(rest.to_vec()), &s.value)
+                        .map_err(|e| format!("--set {}: {e}", s.path))?;
+                }
+                _ => return Err(format!(
+                    "--set {}: this experiment runs no scenario, so only costs.* fields can be set",
+                    s.path
+                )),
+            }
+        }
+        serde_json::from_value(tree).map_err(|e| format!("--set: {e}"))
     }
 
     /// Runs one point of the experiment to its end, tracing it if asked.
     pub fn run_point(&self, scenario: &Scenario) -> Report {
-        let sys = System::new(scenario).expect("built-in experiment scenarios are valid");
+        let sys =
+            System::new(&self.prepared(scenario)).expect("built-in experiment scenarios are valid");
         self.finish_point(sys, &scenario.name)
+    }
+
+    /// [`ExperimentCtx::prepare`], for overrides already [`check`](Self::check)ed.
+    pub fn prepared(&self, scenario: &Scenario) -> Scenario {
+        self.prepare(scenario)
+            .unwrap_or_else(|e| panic!("{}: overrides were checked: {e}", scenario.name))
+    }
+
+    /// Runs a point for `ramp` (fio's `ramp_time`) and then to its end; returns the
+    /// report at the end of the ramp and at the end, so rates can be taken over the
+    /// measured part only.
+    pub fn run_point_after_ramp(
+        &self,
+        scenario: &Scenario,
+        ramp: sim_core::Duration,
+    ) -> (Report, Report) {
+        let mut sys =
+            System::new(&self.prepared(scenario)).expect("built-in experiment scenarios are valid");
+        if let Some(trace) = &self.trace {
+            sys.set_observer(Box::new(trace.run(
+                &scenario.name,
+                sys.cpu_count(),
+                &sys.device_names(),
+            )));
+        }
+        sys.run_for(ramp);
+        let at_ramp = sys.report();
+        sys.run_to_end();
+        (at_ramp, sys.report())
     }
 
     /// Runs a system built by the experiment (e.g. with its own handler) to its end.
@@ -137,6 +263,9 @@ pub struct ExperimentInfo {
     pub summary: &'static str,
     /// Runs every point in the given context.
     pub run: fn(&ExperimentCtx) -> ExperimentOutput,
+    /// Checks a context's `--platform` and `--set` against the experiment before it
+    /// runs; the error names the field and what is wrong.
+    pub check: fn(&ExperimentCtx) -> Result<(), String>,
 }
 
 /// Every built-in experiment.
@@ -145,53 +274,68 @@ pub const ALL: &[ExperimentInfo] = &[
         name: "posted-vs-remapped",
         summary: "one CPU, four DSA queues: handled rate, interrupts per MSI and latency vs offered rate, posted vs remapped",
         run: posted_vs_remapped::run_with,
+        check: posted_vs_remapped::check,
     },
     ExperimentInfo {
         name: "pir-variants",
         summary: "every PIR-draining variant on one CPU fed by closed-loop DSA queues: IRQ rate, notifications, PID misses, xchgs",
         run: pir_variants::run_with,
+        check: pir_variants::check,
     },
     ExperimentInfo {
         name: "coalesce-loops",
         summary: "MAX_LOOPS 1..8 and unbounded at a moderate and a high rate: handled rate, notifications per MSI, p99",
         run: coalesce_loops::run_with,
+        check: coalesce_loops::check,
     },
     ExperimentInfo {
         name: "vmd",
         summary: "NVMe drives behind VMD, remap vs bypass, over drives x CPUs: IOPS, CPU, interrupts per I/O, p99",
         run: vmd::run_with,
+        check: vmd::check,
     },
     ExperimentInfo {
         name: "nvme-posted",
         summary: "4 NVMe drives near their IOPS ceiling, posted MSI on and off, by number of jobs",
         run: nvme_posted::run_with,
+        check: nvme_posted::check,
     },
     ExperimentInfo {
         name: "nic-napi",
         summary: "one NIC RX queue with NAPI, light load to overload, interrupt throttling off and at two settings",
         run: nic_napi::run_with,
+        check: nic_napi::check,
     },
     ExperimentInfo {
         name: "smmu-cmdsync",
         summary: "Arm SMMUv3 CMD_SYNC latency and TX unmap rate from 1 and 16 CPUs, MSI polling on and off",
         run: smmu_cmdsync::run_with,
+        check: check_costs_only,
     },
     ExperimentInfo {
         name: "ipi-cluster",
         summary: "TLB-shootdown-like cross call from socket 0 to socket 1 (2x20x2), x2APIC physical vs cluster mode: ICR writes and sender cycles",
         run: ipi_cluster::run_with,
+        check: check_costs_only,
     },
     ExperimentInfo {
         name: "rte-cache",
         summary: "IOAPIC mask_irq/unmask_irq cycles, read-modify-write of the RTE low word vs a shadowed low word",
         run: rte_cache::run_with,
+        check: check_costs_only,
     },
     ExperimentInfo {
         name: "ioapic-mask",
         summary: "edge interrupts lost while a user-space-driver-like flow masks the IOAPIC pin: asserted = delivered + lost + pending",
         run: ioapic_mask::run_with,
+        check: check_costs_only,
     },
 ];
+
+/// The check of an experiment that runs no scenario: only `costs.*` can be set.
+fn check_costs_only(ctx: &ExperimentCtx) -> Result<(), String> {
+    ctx.costs(crate::platform::DEFAULT_PLATFORM).map(|_| ())
+}
 
 /// Looks an experiment up by name.
 pub fn find(name: &str) -> Option<&'static ExperimentInfo> {

@@ -70,7 +70,12 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
-/// Runs the experiment in `ctx` (seed, optional trace).
+/// Checks `--platform` and `--set` against one point.
+pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
+    ctx.check(&scenario(0, RATES_MPPS[0], ctx.seed))
+}
+
+/// Runs the experiment in `ctx` (seed, platform, overrides, optional trace).
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     let mut rows = Vec::new();
     for &itr in ITR_US {

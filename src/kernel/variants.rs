@@ -23,7 +23,8 @@ async fn pir_pending(cpu: &CpuPort) -> bool {
 
 /// `rfc`: the first posted-MSI RFC (Nov 2023). Exchange all four words without
 /// looking first, dispatch, and loop while a re-read shows PIR pending; clear ON; if a
-/// re-read shows PIR pending, harvest once more.
+/// re-read shows PIR pending, harvest once more. The RFC's `while (i++ < MAX)` runs
+/// up to MAX_LOOPS harvests before clearing ON (mainline's runs MAX_LOOPS - 1).
 #[derive(Clone, Copy, Debug)]
 pub struct Rfc {
     /// How many harvest rounds before clearing ON.
@@ -50,8 +51,9 @@ impl PirHandler for Rfc {
     fn run(&self, cpu: CpuPort) -> HandlerFuture {
         let loops = self.loops;
         Box::pin(async move {
+            // `while (i++ < MAX)`: round i (1-based) runs while i - 1 < MAX.
             let mut i = 1;
-            while loops.allows(i) {
+            while loops.allows(i - 1) {
                 harvest_all_unconditionally(&cpu).await;
                 i += 1;
                 if !pir_pending(&cpu).await {
@@ -67,8 +69,12 @@ impl PirHandler for Rfc {
     }
 }
 
-/// `interleaved`: per word, load it and, if non-zero, exchange it at once, so loads
-/// and locked exchanges alternate; dispatch after all four words.
+/// `interleaved`: Peter Zijlstra's proposal (seed 000, 2023-11-15), whole: per word,
+/// load it and, if non-zero, exchange it at once, so loads and locked exchanges
+/// alternate; dispatch after all four words. His loop harvests, and clears ON once a
+/// harvest finds nothing or `++loops > MAX_LOOPS`, then harvests once more: with
+/// MAX_LOOPS 3 at saturation that is four harvests before clearing ON, the "one loop
+/// too many" tglx pointed out.
 #[derive(Clone, Copy, Debug)]
 pub struct Interleaved {
     /// How many harvest rounds before clearing ON.
@@ -96,7 +102,31 @@ impl PirHandler for Interleaved {
     }
 
     fn run(&self, cpu: CpuPort) -> HandlerFuture {
-        Box::pin(mainline_skeleton(cpu, self.loops, harvest_interleaved))
+        let loops = self.loops;
+        Box::pin(async move {
+            let mut rounds = 0u32;
+            let mut done = false;
+            loop {
+                let handled = harvest_interleaved(cpu.clone()).await;
+                if done {
+                    break;
+                }
+                // `!handled || ++loops > MAX_LOOPS`: the count moves only when the
+                // harvest found something.
+                let over = handled && {
+                    rounds += 1;
+                    match loops {
+                        LoopBound::Max(n) => rounds > n,
+                        LoopBound::Unbounded => false,
+                    }
+                };
+                if !handled || over {
+                    cpu.clear_on().await;
+                    done = true;
+                }
+            }
+            cpu.eoi().await;
+        })
     }
 }
 

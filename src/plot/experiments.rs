@@ -131,11 +131,11 @@ fn posted_vs_remapped(out: &ExperimentOutput) -> Option<Figure> {
 
 fn pir_variants(out: &ExperimentOutput) -> Option<Figure> {
     let mut variants: Vec<(String, bool)> = Vec::new();
-    let mut cases: Vec<(u64, u64)> = Vec::new();
+    let mut cases: Vec<u64> = Vec::new();
     let mut rows = Vec::new();
     for r in &out.rows {
         let v = text(r, "variant")?;
-        let case = (num(r, "vectors")? as u64, num(r, "inflight")? as u64);
+        let case = num(r, "dsa_devices")? as u64;
         let y = num(r, "irq_rate_mps")?;
         let broken = r.get("broken").and_then(Value::as_bool).unwrap_or(false);
         match variants.iter_mut().find(|(n, _)| *n == v) {
@@ -149,14 +149,14 @@ fn pir_variants(out: &ExperimentOutput) -> Option<Figure> {
     }
     let series = cases
         .iter()
-        .map(|&(vectors, inflight)| Series {
+        .map(|&devices| Series {
             name: format!(
-                "{vectors} vector{}, {inflight} in flight",
-                if vectors == 1 { "" } else { "s" }
+                "{devices} DSA device{} on one CPU",
+                if devices == 1 { "" } else { "s" }
             ),
             points: rows
                 .iter()
-                .filter(|(_, c, _)| *c == (vectors, inflight))
+                .filter(|(_, c, _)| *c == devices)
                 .map(|(v, _, y)| {
                     let x = variants.iter().position(|(n, _)| n == v).expect("listed");
                     (x as f64, *y)
@@ -172,9 +172,9 @@ fn pir_variants(out: &ExperimentOutput) -> Option<Figure> {
             .push("* broken on purpose: loses or strands interrupts; shown for comparison".into());
     }
     Some(Figure {
-        title: "pir-variants: IRQ rate by PIR-draining variant, closed-loop DSA queues".into(),
+        title: "pir-variants: IRQ rate by PIR-draining variant, DSA memfill WQs kept full".into(),
         x_label: "notification handler variant (remapped = non-posted baseline)".into(),
-        y_label: "IRQ rate (M device-handler calls/s)".into(),
+        y_label: "IRQ rate (M completed descriptors/s)".into(),
         caption,
         x_scale: XScale::Categories(
             variants
@@ -195,7 +195,7 @@ fn coalesce_loops(out: &ExperimentOutput) -> Option<Figure> {
         .iter()
         .map(|r| {
             Some((
-                num(r, "rate_mps")?.to_bits(),
+                text(r, "variant")?,
                 (num(r, "max_loops")?, num(r, "notifications_per_msi")?),
             ))
         })
@@ -215,10 +215,10 @@ fn coalesce_loops(out: &ExperimentOutput) -> Option<Figure> {
     }
     let series = group(pts)
         .into_iter()
-        .map(|(rate, points)| {
+        .map(|(variant, points)| {
             let (det, line): (Vec<_>, Vec<_>) = points.into_iter().partition(|p| p.0 == 0.0);
             Series {
-                name: format!("{} M MSIs/s offered", f64::from_bits(rate)),
+                name: format!("{variant} handler, DSA at saturation"),
                 points: line,
                 detached: det.into_iter().map(|p| (unbounded_x, p.1)).collect(),
             }

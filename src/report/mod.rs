@@ -134,6 +134,9 @@ pub struct CpuReport {
     pub eois: u64,
     /// Accesses of this CPU to its own descriptor line that missed its L1.
     pub pid_l1_misses: u64,
+    /// MSIs pending at this CPU by vector (`0x21` -> count: in PIR, harvested, in IRR
+    /// or in service), only vectors with some; a starved vector shows here.
+    pub pending_by_vector: BTreeMap<String, u64>,
 }
 
 /// Posted-interrupt descriptor line counters, summed over every CPU's line.

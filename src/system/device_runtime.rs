@@ -279,7 +279,6 @@ impl System {
             port,
             PortWrite::Completion {
                 landing: Landing::DsaRecord { device },
-                link: sim_core::Duration::ZERO,
             },
         );
         if msi.is_some() {

@@ -2,8 +2,10 @@
 //! and the shared interrupt-delivery paths.
 //!
 //! ```text
-//!  device ─flight─▶ root port: [data+CQE] [MSI] [data+CQE] [MSI] ...   (strict order)
-//!                     │ a write: link time + ordered commit, then it lands (host sees it)
+//!  device ─link─flight─▶ root port: [CQE] [MSI] [CQE] [MSI] ...   (strict order)
+//!                     │ read data (Relaxed Ordering) crosses the device's link ahead
+//!                     │ of its CQE and commits without waiting here
+//!                     │ a CQE or record: ordered commit, then it lands (host sees it)
 //!                     │ an MSI: handed to the stack's remapping unit; the port waits
 //!                     ▼ until the MSI retires, so later writes wait behind it
 //!                   remapping unit ──remapped──▶ delivery path (shared: port, stack or
@@ -41,9 +43,10 @@ pub(super) enum Landing {
 /// One write in a root port's ordered stream.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum PortWrite {
-    /// Read data and/or a completion record or CQE: a strictly ordered write of
-    /// `bytes` on the link.
-    Completion { landing: Landing, link: Duration },
+    /// A completion record or CQE: a strictly ordered write. The read data before it
+    /// carries Relaxed Ordering, so it crosses the device's link and commits without
+    /// waiting at the ordering point; the record comes after it on the link.
+    Completion { landing: Landing },
     /// An MSI for the remapping unit.
     Msi { source: u32, token: MsiToken },
     /// A VMD child's MSI, a posted write that VMD captures (remap mode).
@@ -72,6 +75,9 @@ pub(super) enum PortState {
     Writing,
     /// The head is an MSI the IOMMU holds; the port waits for it to retire.
     MsiOut { since: SimTime },
+    /// The head is a child MSI for VMD, whose buffer of its own MSIs is full: the
+    /// port waits until VMD delivers one.
+    WaitingForVmd { since: SimTime },
 }
 
 /// One root port.
@@ -229,11 +235,16 @@ impl System {
             return;
         }
         match head.write {
-            PortWrite::Completion { link, .. } => {
-                let service = link + self.timing.ordered_write;
+            PortWrite::Completion { .. } => {
+                let service = self.timing.ordered_write;
                 self.begin_write(now, port, service);
             }
-            PortWrite::ChildMsiToVmd { .. } => {
+            PortWrite::ChildMsiToVmd { domain, child, .. } => {
+                if !self.vmd_has_room(domain, child) {
+                    self.ports[port as usize].state = PortState::WaitingForVmd { since: now };
+                    self.io.vmd[domain as usize].waiting_ports.push_back(port);
+                    return;
+                }
                 let service = self.timing.ordered_write;
                 self.begin_write(now, port, service);
             }
@@ -256,6 +267,21 @@ impl System {
             Priority::DEVICE,
             Event::PortWriteDone { port },
         );
+    }
+
+    /// VMD has room again: port `port`, whose head is a child MSI for it, goes on.
+    pub(super) fn port_vmd_room(&mut self, now: SimTime, port: u16) {
+        let p = &mut self.ports[port as usize];
+        let PortState::WaitingForVmd { since } = p.state else {
+            unreachable!("port {port} was not waiting for VMD");
+        };
+        let waited = now.since(since);
+        p.msi_out += waited;
+        if p.queue.len() > 1 {
+            p.stalled_behind_msi += waited;
+        }
+        p.state = PortState::Idle;
+        self.port_start_head(now, port);
     }
 
     /// The head of port `port` reached the ordering point.
@@ -298,9 +324,11 @@ impl System {
         p.msis += 1;
         p.state = PortState::Idle;
         if let PortWrite::Msi { source, .. } = item.write {
-            self.vmd_msi_left(source);
+            self.vmd_msi_left(now, source);
+            if self.sources[source as usize].flow_controlled {
+                self.credit_returned(now, port);
+            }
         }
-        self.credit_returned(now, port);
         self.port_start_head(now, port);
     }
 
@@ -325,7 +353,9 @@ impl System {
                 .map(|p| {
                     // The part of an MSI still out at the IOMMU counts up to now.
                     let open = match p.state {
-                        PortState::MsiOut { since } => self.now().since(since),
+                        PortState::MsiOut { since } | PortState::WaitingForVmd { since } => {
+                            self.now().since(since)
+                        }
                         _ => Duration::ZERO,
                     };
                     let stalled = if p.queue.len() > 1 {

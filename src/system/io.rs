@@ -155,6 +155,8 @@ pub(super) struct NvmeRt {
     pub port: u16,
     /// Link time of one read's data and its CQ entry.
     pub completion_link: sim_core::Duration,
+    /// When the drive's link is free for its next upstream write.
+    pub link_free: SimTime,
 }
 
 pub(super) struct JobRt {
@@ -181,6 +183,13 @@ pub(super) struct VmdRt {
     pub port: u16,
     /// Per VMD vector: the outstanding VMD MSI that merging child MSIs ride on.
     pub lead: Vec<Option<MsiToken>>,
+    /// VMD's own MSIs written and not yet delivered.
+    pub queued: u32,
+    /// How many of its own MSIs VMD holds (`pcie.port_credits`); a child MSI that
+    /// would need one more waits in its port.
+    pub capacity: u32,
+    /// Ports whose head child MSI waits for room, in arrival order.
+    pub waiting_ports: std::collections::VecDeque<u16>,
 }
 
 pub(super) struct NicRt {
@@ -389,6 +398,9 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             empty_child_calls: 0,
             port: b.ports.vmd[i],
             lead: vec![None; v.vmd.vectors as usize],
+            queued: 0,
+            capacity: sc.pcie.port_credits,
+            waiting_ports: std::collections::VecDeque::new(),
         });
     }
     let mut children_per_vmd = vec![0u32; sc.vmd.len()];
@@ -448,6 +460,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 .costs
                 .nvme
                 .link_time(block as u64 + devices::nvme::CQE_BYTES as u64),
+            link_free: SimTime::ZERO,
             queue_source,
             vmd,
             wake: Wake::default(),
@@ -656,14 +669,21 @@ impl System {
                 let (port, link) = (rt.port, rt.completion_link);
                 for w in &writes {
                     match *w {
-                        NvmeWrite::Completion { qid, .. } => self.port_push(
-                            now,
-                            port,
-                            PortWrite::Completion {
-                                landing: Landing::NvmeCqe { drive: d, qid },
-                                link,
-                            },
-                        ),
+                        NvmeWrite::Completion { qid, .. } => {
+                            // The data and then the CQE cross the drive's own link, one
+                            // completion after another.
+                            let rt = &mut self.io.nvme[d as usize];
+                            rt.link_free = rt.link_free.max(now) + link;
+                            let ready = rt.link_free + self.timing.msi_write;
+                            self.port_push_at(
+                                now,
+                                ready,
+                                port,
+                                PortWrite::Completion {
+                                    landing: Landing::NvmeCqe { drive: d, qid },
+                                },
+                            );
+                        }
                         NvmeWrite::Msi(m) => self.route_nvme_msi(now, d, m.vector),
                     }
                 }
@@ -736,6 +756,7 @@ impl System {
         match vmd.domain.child_msi(now, child) {
             VmdRoute::Vector { vector, at } => {
                 vmd.lead[vector as usize] = Some(msi);
+                vmd.queued += 1;
                 let (source, port) = (vmd.vector_source[vector as usize], vmd.port);
                 self.sources[source as usize].written += 1;
                 self.port_push_at(
@@ -754,13 +775,30 @@ impl System {
         }
     }
 
+    /// Whether VMD can take `child`'s MSI now: it merges into an outstanding one, or
+    /// VMD has room for one more of its own.
+    pub(super) fn vmd_has_room(&self, domain: u16, child: ChildIrq) -> bool {
+        let vmd = &self.io.vmd[domain as usize];
+        let merges = vmd.domain.config().merge_while_outstanding
+            && vmd
+                .domain
+                .vector_of(child)
+                .is_some_and(|v| vmd.domain.is_outstanding(v));
+        merges || vmd.queued < vmd.capacity
+    }
+
     /// An MSI of source `source` retired from its port: if it was VMD's, a later child
-    /// MSI on its vector makes VMD write a new one.
-    pub(super) fn vmd_msi_left(&mut self, source: u32) {
+    /// MSI on its vector makes VMD write a new one, and a child port waiting for room
+    /// goes on.
+    pub(super) fn vmd_msi_left(&mut self, now: SimTime, source: u32) {
         if let Some((domain, vector)) = self.sources[source as usize].vmd {
             let vmd = &mut self.io.vmd[domain as usize];
             vmd.domain.vmd_msi_delivered(vector);
             vmd.lead[vector as usize] = None;
+            vmd.queued -= 1;
+            if let Some(port) = vmd.waiting_ports.pop_front() {
+                self.port_vmd_room(now, port);
+            }
         }
     }
 

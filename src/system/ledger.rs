@@ -224,6 +224,24 @@ impl Ledger {
         self.handled += out.len() as u64;
     }
 
+    /// MSIs pending at CPU `cpu` (in PIR, harvested, in IRR or in service), by vector,
+    /// only vectors with some.
+    pub fn pending_by_vector(&self, cpu: usize) -> Vec<(Vector, u64)> {
+        let c = &self.cpus[cpu];
+        (0..=255u8)
+            .filter_map(|v| {
+                let idx = c.slot_of[v as usize];
+                if idx == NO_SLOT {
+                    return None;
+                }
+                let s = &c.slots[idx as usize];
+                let n = (s.in_pir.len() + s.harvested.len() + s.in_irr.len() + s.in_service.len())
+                    as u64;
+                (n > 0).then_some((Vector(v), n))
+            })
+            .collect()
+    }
+
     /// MSIs neither handled nor dropped, by where they are.
     pub fn pending(&self) -> PendingWhere {
         let mut p = PendingWhere {

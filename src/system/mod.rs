@@ -291,12 +291,7 @@ impl System {
         let mut ports: Vec<fabric::Port> = numbers
             .iter()
             .map(|&n| {
-                // VMD's own MSIs are not flow-controlled: VMD holds what it has to write.
-                let credits = if dp.vmd.contains(&n) {
-                    u32::MAX / 2
-                } else {
-                    sc.pcie.port_credits
-                };
+                let credits = sc.pcie.port_credits;
                 fabric::Port {
                     number: n,
                     stack: sc.stack_of_port(n),
@@ -374,6 +369,7 @@ impl System {
                 port_index(dp.devices[i]),
             );
             source.writes_record = matches!(model, DeviceModel::Open(_));
+            source.flow_controlled = matches!(model, DeviceModel::Open(_));
             sources.push(source);
             devices.push(Device {
                 rng: streams.stream(&name),
@@ -432,8 +428,10 @@ impl System {
             };
             cpus[cpu as usize].register_handler(vector, handler);
             let mut source = MsiSource::new(name, message, source_id, port);
-            if let HandlerRef::Vmd { domain, vector } = handler {
-                source.vmd = Some((domain, vector));
+            match handler {
+                HandlerRef::Vmd { domain, vector } => source.vmd = Some((domain, vector)),
+                HandlerRef::NicQueue { .. } => source.flow_controlled = true,
+                _ => {}
             }
             sources.push(source);
             Ok(sources.len() as u32 - 1)
@@ -931,6 +929,12 @@ impl System {
                 on_clears: c.ops.on_clears,
                 eois: c.ops.eois,
                 pid_l1_misses: c.pid.counters(c.agent).l1_misses,
+                pending_by_vector: self
+                    .ledger
+                    .pending_by_vector(i)
+                    .into_iter()
+                    .map(|(v, n)| (format!("{:#04x}", v.0), n))
+                    .collect(),
             });
         }
         pid.iommu_updates = self.iommus.iter().map(|u| u.updates).sum();

@@ -187,9 +187,11 @@ pub struct PcieConfig {
     pub ports_per_stack: u32,
     /// PCIe stacks per socket.
     pub stacks_per_socket: u32,
-    /// MSIs a root port's ordered stream holds (queued behind earlier writes or being
-    /// delivered). When they are all taken, PCIe flow control stops the port's devices
-    /// from writing further MSIs; completions and their MSIs then wait in the device.
+    /// MSIs of open-loop devices (DSA queues with an arrival process, NIC queues) a root
+    /// port's ordered stream holds. When they are all taken, PCIe flow control stops
+    /// such a device from writing; its completions and their MSIs wait in the device,
+    /// in order. (A closed-loop device has as many writes outstanding as commands, so
+    /// it needs no such bound.)
     /// Assumption: 64 (root ports advertise posted-request credits on the order of
     /// tens; the exact count is not published).
     pub port_credits: u32,

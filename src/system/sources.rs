@@ -32,6 +32,11 @@ pub(super) struct MsiSource {
     pub writes_record: bool,
     /// (VMD domain, VMD vector) when the source is one of VMD's own vectors.
     pub vmd: Option<(u16, u16)>,
+    /// Whether the source's MSIs take port credits: an open-loop source (a DSA queue
+    /// with an arrival process, a NIC queue) would otherwise queue without bound. A
+    /// closed-loop device (NVMe, a DSA job) has as many writes outstanding as it has
+    /// commands, and holding only its MSIs back would let its later CQEs pass them.
+    pub flow_controlled: bool,
     /// MSIs written.
     pub written: u64,
     /// The open-loop device parked on this source while it waits (see
@@ -48,6 +53,7 @@ impl MsiSource {
             port,
             writes_record: false,
             vmd: None,
+            flow_controlled: false,
             backlog: 0,
             stalls: 0,
             waiting: false,
@@ -71,17 +77,18 @@ pub struct SourceReport {
 }
 
 impl System {
-    /// Whether source `source`'s port has an MSI credit free.
+    /// Whether source `source` may write an MSI now: it is not flow-controlled, or its
+    /// port has a credit free.
     pub(super) fn port_has_credit(&self, source: u32) -> bool {
-        let p = self.sources[source as usize].port as usize;
-        self.ports[p].credits_free > 0
+        let s = &self.sources[source as usize];
+        !s.flow_controlled || self.ports[s.port as usize].credits_free > 0
     }
 
-    /// Source `source` wants to write an MSI now: at once if a port credit is free,
-    /// else it waits in the device until one is.
+    /// Source `source` wants to write an MSI now: at once if it may, else it waits in
+    /// the device until a credit comes back.
     pub(super) fn raise_msi(&mut self, now: SimTime, source: u32) {
         let p = self.sources[source as usize].port as usize;
-        if self.ports[p].credits_free == 0 {
+        if !self.port_has_credit(source) {
             let s = &mut self.sources[source as usize];
             s.backlog += 1;
             s.stalls += 1;
@@ -94,8 +101,9 @@ impl System {
         self.write_msi(now, source);
     }
 
-    /// A port credit came back: the longest-waiting source writes one held MSI and, if
-    /// it has more, queues again behind the others.
+    /// A flow-controlled MSI of port `port` retired and its credit came back: the
+    /// longest-waiting source writes one held MSI and, if it has more, queues again
+    /// behind the others.
     pub(super) fn credit_returned(&mut self, now: SimTime, port: u16) {
         let p = port as usize;
         self.ports[p].credits_free += 1;
@@ -141,14 +149,15 @@ impl System {
         let s = &mut self.sources[source as usize];
         s.written += 1;
         let (port, record) = (s.port, s.writes_record);
-        self.ports[port as usize].credits_free -= 1;
+        if s.flow_controlled {
+            self.ports[port as usize].credits_free -= 1;
+        }
         if record {
             self.port_push(
                 now,
                 port,
                 PortWrite::Completion {
                     landing: Landing::Nothing,
-                    link: sim_core::Duration::ZERO,
                 },
             );
         }
