@@ -41,6 +41,7 @@ pub mod scenarios;
 pub mod sweep;
 pub mod system;
 pub mod topology;
+pub mod validate;
 
 pub use report::Report;
 pub use system::{DeliveryMode, Scenario, ScenarioError, System};

@@ -211,6 +211,23 @@ enum Command {
         #[arg(long = "set", value_name = "FIELD=VALUE")]
         sets: Vec<String>,
     },
+    /// Set every published figure of the x86 seeds that an experiment reproduces
+    /// beside the model's value; with --sensitivity, move each assumed or calibrated
+    /// cost by -20 % and +20 % and list the comparisons that change direction.
+    Validate {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also run the one-at-a-time +-20 % moves.
+        #[arg(long)]
+        sensitivity: bool,
+        /// Worker threads (default: the machine's CPUs).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Seed of every run.
+        #[arg(long, default_value_t = DEFAULT_SEED)]
+        seed: u64,
+    },
     /// List the platform profiles, or show one profile's every field with its unit
     /// and source.
     Platforms {
@@ -263,6 +280,24 @@ fn main() -> ExitCode {
             Overrides { platform, sets },
         ),
         Some(Command::Platforms { name, json }) => platforms(name.as_deref(), json),
+        Some(Command::Validate {
+            json,
+            sensitivity,
+            threads,
+            seed,
+        }) => {
+            let threads = threads.unwrap_or_else(irqsim::sweep::default_threads);
+            if threads == 0 {
+                Err("--threads 0 is not allowed: expected at least 1".to_string())
+            } else {
+                let v = irqsim::validate::validate(seed, sensitivity, threads);
+                if json {
+                    print_stdout(&serde_json::to_string_pretty(&v).expect("serializes"))
+                } else {
+                    print_stdout(&irqsim::validate::render(&v))
+                }
+            }
+        }
         Some(Command::Sweep(args)) => irqsim::sweep::cli_sweep(args),
         Some(Command::Merge(args)) => irqsim::sweep::cli_merge(args),
         Some(Command::Run {
@@ -356,6 +391,9 @@ fn run_experiment(
         .iter()
         .map(|s| experiments::FieldSet::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(p) = &overrides.platform {
+        irqsim::platform::get(p).map_err(|e| e.to_string())?;
+    }
     let mut ctx = ExperimentCtx {
         seed,
         trace: None,

@@ -164,3 +164,95 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("duration_us"));
 }
+
+#[test]
+fn platforms_lists_the_profiles_and_shows_one_with_sources() {
+    let all = irqsim_json(&["platforms", "--json"]);
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for n in ["generic", "spr", "spr-2s"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    let spr = irqsim_json(&["platforms", "spr", "--json"]);
+    let occ = spr["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "costs.fabric.message_occupancy_ns")
+        .unwrap();
+    assert_eq!(occ["kind"], "calibrated");
+    assert_eq!(occ["unit"], "ns");
+    let out = irqsim(&["platforms", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("platform"));
+}
+
+#[test]
+fn experiments_take_a_platform_and_field_sets_and_reject_bad_ones() {
+    let base = irqsim_json(&["experiment", "nvme-posted", "--json"]);
+    let moved = irqsim_json(&[
+        "experiment",
+        "nvme-posted",
+        "--json",
+        "--set",
+        "costs.fabric.message_occupancy_ns=300",
+        "--set",
+        "costs.nvme.iops_ceiling=2e6",
+    ]);
+    let iops = |v: &serde_json::Value, mode: &str| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["drives"] == 4 && r["mode"] == mode)
+            .unwrap()["iops_per_drive"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(iops(&moved, "remapped") < iops(&base, "remapped"));
+    assert!(iops(&moved, "posted") <= 2e6 * 1.01);
+    for (args, needle) in [
+        (vec!["--set", "costs.fabric.occupancy=1"], "occupancy"),
+        (
+            vec!["--set", "costs.fabric.message_occupancy_ns"],
+            "FIELD=VALUE",
+        ),
+        (vec!["--platform", "nope"], "platform"),
+        (
+            vec!["--set", "costs.fabric.message_occupancy_ns=-5"],
+            "message_occupancy_ns",
+        ),
+    ] {
+        let mut a = vec!["experiment", "nvme-posted"];
+        a.extend(args.iter().copied());
+        let out = irqsim(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{a:?}: {err}");
+    }
+}
+
+#[test]
+fn validate_prints_every_figure_as_json() {
+    let v = irqsim_json(&["validate", "--json", "--threads", "2"]);
+    let rows = v["figures"].as_array().unwrap();
+    assert!(rows.len() > 20);
+    for key in [
+        "seed",
+        "citation",
+        "published",
+        "model",
+        "unit",
+        "ratio",
+        "direction_holds",
+        "magnitude_holds",
+        "calibration",
+    ] {
+        assert!(rows.iter().all(|r| r.get(key).is_some()), "missing {key}");
+    }
+    assert!(v["sensitivity"].is_null());
+}

@@ -729,11 +729,17 @@ pub fn run(seed: u64) -> ExperimentOutput {
 
 /// Runs the experiment in `ctx`.
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
+    // The CPU and x2APIC tables come from the platform (and --set costs.cpu/apic.*).
+    let costs = ctx
+        .costs(crate::platform::DEFAULT_PLATFORM)
+        .expect("overrides were checked");
     let mut rows = Vec::new();
     for driver in RteDriver::ALL {
         for &hold in HOLD_US {
-            let r = simulate(&MaskScenario::new(ctx.seed, hold, driver))
-                .expect("the experiment's scenarios are valid");
+            let mut sc = MaskScenario::new(ctx.seed, hold, driver);
+            sc.costs.cpu = costs.cpu.clone();
+            sc.costs.apic = costs.apic;
+            let r = simulate(&sc).expect("the experiment's scenarios are valid");
             rows.push(Row {
                 driver: driver.as_str(),
                 hold_us: hold,

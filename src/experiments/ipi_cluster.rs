@@ -133,7 +133,13 @@ pub fn run(seed: u64) -> ExperimentOutput {
 
 /// Runs the experiment in `ctx`.
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
-    let config = Config::default();
+    // The CPU and x2APIC tables come from the platform (and --set costs.cpu/apic.*).
+    let costs = ctx
+        .costs(crate::platform::DEFAULT_PLATFORM)
+        .expect("overrides were checked");
+    let mut config = Config::default();
+    config.costs.cpu = costs.cpu;
+    config.costs.apic = costs.apic;
     let mut out = ExperimentOutput::new("ipi-cluster", ctx.seed, &rows(&config));
     out.notes.push(format!(
         "2 sockets x 20 cores x 2 threads; sender CPU {}; targets: CPUs of socket 1 in \

@@ -75,7 +75,13 @@ pub fn run(seed: u64) -> ExperimentOutput {
 
 /// Runs the experiment in `ctx`.
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
-    let (io, cpu) = (IoapicCosts::default(), CpuCosts::default());
+    // The CPU clock comes from the platform (and --set costs.cpu.*); the IOAPIC's
+    // register costs are its own table.
+    let cpu = ctx
+        .costs(crate::platform::DEFAULT_PLATFORM)
+        .expect("overrides were checked")
+        .cpu;
+    let io = IoapicCosts::default();
     let rows: Vec<Row> = RteDriver::ALL
         .iter()
         .map(|&d| point(d, &io, &cpu))

@@ -17,7 +17,7 @@ pub(super) enum DeviceModel {
     /// A work queue fed by a host job that resubmits one descriptor per completion.
     Closed {
         wq: DsaWorkQueue,
-        job: ClosedLoopConfig,
+        job: Box<ClosedLoopConfig>,
         /// Host cycles per reaped descriptor (the job's, or the platform's).
         reap_cycles: f64,
         /// Host cycles per submitted descriptor (the job's, or the platform's).

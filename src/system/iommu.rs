@@ -138,31 +138,19 @@ impl System {
         });
     }
 
-    /// Sends an interrupt message for `vector` to `cpu` on port `port`'s delivery path,
-    /// not before `earliest`; returns when the path is free again. `msi` is the device
-    /// MSI it carries (none for a posted-interrupt notification).
+    /// Sends `message` (an [`Event::ApicMessage`]) on port `port`'s delivery path, not
+    /// before `earliest`; returns when the path is free again.
     fn send_interrupt_message(
         &mut self,
         now: SimTime,
         earliest: SimTime,
         port: u16,
-        cpu: u32,
-        vector: Vector,
-        level: bool,
-        msi: Option<MsiToken>,
+        message: Event,
     ) -> SimTime {
+        debug_assert!(matches!(message, Event::ApicMessage { .. }));
         let d = self.ports[port as usize].delivery as usize;
         let t = self.deliveries[d].path.submit_timed(now, earliest);
-        self.queue.schedule(
-            t.arrives,
-            Priority::APIC,
-            Event::ApicMessage {
-                cpu,
-                vector,
-                level,
-                msi,
-            },
-        );
+        self.queue.schedule(t.arrives, Priority::APIC, message);
         t.occupancy_ends
     }
 
@@ -215,15 +203,13 @@ impl System {
                 match self.apic_to_cpu.get(&dest.0) {
                     Some(&cpu) => {
                         self.ledger.fabric += 1;
-                        let free = self.send_interrupt_message(
-                            now,
-                            now,
-                            port,
+                        let message = Event::ApicMessage {
                             cpu,
                             vector,
-                            level_triggered,
-                            Some(msi),
-                        );
+                            level: level_triggered,
+                            msi: Some(msi),
+                        };
+                        let free = self.send_interrupt_message(now, now, port, message);
                         // Strong ordering: the port's later writes wait until the
                         // message has been handed over.
                         self.queue
@@ -340,9 +326,13 @@ impl System {
                             vector: n.nv,
                         });
                         let ready = now + self.timing.post_latency;
-                        self.send_interrupt_message(
-                            now, ready, post.port, target, n.nv, false, None,
-                        );
+                        let message = Event::ApicMessage {
+                            cpu: target,
+                            vector: n.nv,
+                            level: false,
+                            msi: None,
+                        };
+                        self.send_interrupt_message(now, ready, post.port, message);
                     }
                     None => self.notifications_undeliverable += 1,
                 }

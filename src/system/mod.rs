@@ -354,7 +354,7 @@ impl System {
                         message,
                         d.source_id,
                     ),
-                    job: job.clone(),
+                    job: Box::new(job.clone()),
                     reap_cycles: job.reap_cycles.unwrap_or(costs.dsa.reap_cycles),
                     submit_cycles: job.submit_cycles.unwrap_or(costs.dsa.submit_cycles),
                     unreaped: 0,

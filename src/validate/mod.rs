@@ -1,0 +1,442 @@
+//! `irqsim validate`: the model against every published figure of the x86 seeds that
+//! an experiment reproduces, and how the comparisons move when one assumed or
+//! calibrated cost moves.
+//!
+//! Each figure ([`figures::FIGURES`]) is a published value or a ratio of two published
+//! values of one test. A value's magnitude holds when the model is within
+//! [`MAGNITUDE`] of it. A comparison's direction holds when the model's ratio is on
+//! the same side of 1; a published difference under [`TIE`] is a tie, which holds when
+//! the model's two values are within [`TIE`] of each other. Its magnitude holds when
+//! the model's ratio is within [`MAGNITUDE`] of the published ratio.
+//!
+//! `--sensitivity` moves each `assumption` and `calibrated` numeric cost field of the
+//! platforms the points run on by -20 % and +20 %, one at a time, reruns every point
+//! on that platform, and lists every comparison whose direction (or tie) changes,
+//! with the field and, by bisection, the factor at which it changes.
+
+pub mod figures;
+pub mod points;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::experiments::FieldSet;
+use crate::sweep::path::FieldPath;
+use figures::{Figure, Kind, FIGURES};
+use points::{run_jobs, Job, Point, Results};
+
+/// A model value within this fraction of the published one has the right magnitude.
+pub const MAGNITUDE: f64 = 0.25;
+/// A published difference under this fraction is a tie.
+pub const TIE: f64 = 0.05;
+/// How far `--sensitivity` moves a field, as a fraction.
+pub const MOVE: f64 = 0.20;
+
+/// Where a comparison's model ratio falls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The first value is the larger by at least [`TIE`].
+    Above,
+    /// Within [`TIE`]: a tie.
+    Tie,
+    /// The first value is the smaller by at least [`TIE`].
+    Below,
+}
+
+impl Direction {
+    /// The direction of a ratio.
+    pub fn of(ratio: f64) -> Direction {
+        if ratio >= 1.0 + TIE {
+            Direction::Above
+        } else if ratio <= 1.0 / (1.0 + TIE) {
+            Direction::Below
+        } else {
+            Direction::Tie
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Above => "above",
+            Direction::Tie => "tie",
+            Direction::Below => "below",
+        }
+    }
+}
+
+/// One row of the validation table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// The figure's id.
+    pub id: String,
+    /// The seed.
+    pub seed: String,
+    /// Where it was published.
+    pub citation: String,
+    /// What it measures.
+    pub what: String,
+    /// Unit of both values.
+    pub unit: String,
+    /// The published value (a ratio for a comparison).
+    pub published: f64,
+    /// The model's value.
+    pub model: f64,
+    /// model / published.
+    pub ratio: f64,
+    /// `value` or `comparison`.
+    pub kind: &'static str,
+    /// For a comparison: whether the published direction (or tie) holds.
+    pub direction_holds: Option<bool>,
+    /// Whether the model is within [`MAGNITUDE`] of the published value.
+    pub magnitude_holds: bool,
+    /// Whether the figure set a cost (then it is no evidence for the model).
+    pub calibration: bool,
+}
+
+/// A comparison whose direction changed when one field moved.
+#[derive(Clone, Debug, Serialize)]
+pub struct Flip {
+    /// The figure.
+    pub figure: String,
+    /// The field moved (`costs.<table>.<field>`).
+    pub field: String,
+    /// The factor at which the change was seen (0.8 or 1.2).
+    pub factor: f64,
+    /// Where the change happens, as a factor of the field's value, to within 1 %.
+    pub crossover: f64,
+    /// The model's direction at the profile's values and at `factor`.
+    pub from: Direction,
+    /// See `from`.
+    pub to: Direction,
+}
+
+/// What `--sensitivity` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sensitivity {
+    /// Each field moved, with the platforms it was moved on.
+    pub moved: Vec<MovedField>,
+    /// Every comparison that changed direction, field by field.
+    pub flips: Vec<Flip>,
+}
+
+/// A field `--sensitivity` moved.
+#[derive(Clone, Debug, Serialize)]
+pub struct MovedField {
+    /// `costs.<table>.<field>`.
+    pub field: String,
+    /// `assumption` or `calibrated` on each platform it was moved on.
+    pub kinds: BTreeMap<String, String>,
+}
+
+/// The whole output of `irqsim validate`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Validation {
+    /// Seed of every run.
+    pub seed: u64,
+    /// One row per published figure.
+    pub figures: Vec<Comparison>,
+    /// With `--sensitivity`.
+    pub sensitivity: Option<Sensitivity>,
+    /// Always the model note.
+    pub note: &'static str,
+}
+
+fn all_points() -> Vec<Point> {
+    let set: BTreeSet<Point> = FIGURES
+        .iter()
+        .flat_map(|f| f.points.iter().copied())
+        .collect();
+    set.into_iter().collect()
+}
+
+fn run(
+    points: &[Point],
+    sets: &dyn Fn(Point) -> Vec<FieldSet>,
+    seed: u64,
+    threads: usize,
+) -> Results {
+    let jobs: Vec<Job> = points
+        .iter()
+        .map(|&p| Job {
+            point: p,
+            sets: sets(p),
+        })
+        .collect();
+    points
+        .iter()
+        .copied()
+        .zip(run_jobs(&jobs, seed, threads))
+        .collect()
+}
+
+fn compare(f: &Figure, r: &Results) -> Comparison {
+    let model = (f.model)(r);
+    let ratio = model / f.published;
+    let direction_holds = match f.kind {
+        Kind::Value => None,
+        Kind::Comparison => Some(Direction::of(model) == Direction::of(f.published)),
+    };
+    Comparison {
+        id: f.id.into(),
+        seed: f.seed.into(),
+        citation: f.citation.into(),
+        what: f.what.into(),
+        unit: f.unit.into(),
+        published: f.published,
+        model,
+        ratio,
+        kind: match f.kind {
+            Kind::Value => "value",
+            Kind::Comparison => "comparison",
+        },
+        direction_holds,
+        magnitude_holds: (ratio - 1.0).abs() <= MAGNITUDE,
+        calibration: f.calibration,
+    }
+}
+
+/// The sets that move `field` by `factor` on the platform of each point (nothing on a
+/// platform where the field is primary).
+fn moved_sets(field: &str, factor: f64) -> impl Fn(Point) -> Vec<FieldSet> + '_ {
+    move |p: Point| {
+        let platform = crate::platform::get(p.platform()).expect("embedded");
+        match platform.movable_fields().find(|f| f.path == field) {
+            Some(f) => vec![FieldSet {
+                path: FieldPath::parse(field).expect("profile paths parse"),
+                value: Value::from(f.value.as_f64().expect("movable fields are numbers") * factor),
+            }],
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Runs the validation; `sensitivity` adds the one-at-a-time moves.
+pub fn validate(seed: u64, sensitivity: bool, threads: usize) -> Validation {
+    let points = all_points();
+    let base = run(&points, &|_| Vec::new(), seed, threads);
+    let rows: Vec<Comparison> = FIGURES.iter().map(|f| compare(f, &base)).collect();
+    let sensitivity = sensitivity.then(|| sensitivity_of(&base, &points, seed, threads));
+    Validation {
+        seed,
+        figures: rows,
+        sensitivity,
+        note: crate::report::MODEL_NOTE,
+    }
+}
+
+fn sensitivity_of(base: &Results, points: &[Point], seed: u64, threads: usize) -> Sensitivity {
+    // Every movable field of the points' platforms, and the kinds it has there.
+    let mut moved: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let platforms: BTreeSet<&str> = points.iter().map(|p| p.platform()).collect();
+    for name in &platforms {
+        let p = crate::platform::get(name).expect("embedded");
+        for f in p.movable_fields() {
+            moved
+                .entry(f.path.clone())
+                .or_default()
+                .insert(name.to_string(), f.kind.as_str().into());
+        }
+    }
+    // One job list for every (field, factor), run together so the workers stay busy.
+    let factors = [1.0 - MOVE, 1.0 + MOVE];
+    let mut jobs = Vec::new();
+    let mut keys = Vec::new();
+    for field in moved.keys() {
+        for &factor in &factors {
+            let sets = moved_sets(field, factor);
+            for &p in points {
+                let s = sets(p);
+                if s.is_empty() {
+                    continue; // the field is primary on this point's platform
+                }
+                keys.push((field.clone(), factor, p));
+                jobs.push(Job { point: p, sets: s });
+            }
+        }
+    }
+    let rows = run_jobs(&jobs, seed, threads);
+    let mut moved_results: BTreeMap<(String, u64), Results> = BTreeMap::new();
+    for ((field, factor, p), row) in keys.into_iter().zip(rows) {
+        moved_results
+            .entry((field, factor.to_bits()))
+            .or_insert_with(|| base.clone())
+            .insert(p, row);
+    }
+    let mut flips = Vec::new();
+    for ((field, factor_bits), results) in &moved_results {
+        let factor = f64::from_bits(*factor_bits);
+        for f in FIGURES.iter().filter(|f| f.kind == Kind::Comparison) {
+            let from = Direction::of((f.model)(base));
+            let to = Direction::of((f.model)(results));
+            if from != to {
+                flips.push(Flip {
+                    figure: f.id.into(),
+                    field: field.clone(),
+                    factor,
+                    crossover: crossover(f, field, factor, from, seed, threads),
+                    from,
+                    to,
+                });
+            }
+        }
+    }
+    Sensitivity {
+        moved: moved
+            .into_iter()
+            .map(|(field, kinds)| MovedField { field, kinds })
+            .collect(),
+        flips,
+    }
+}
+
+/// Bisects the factor between 1 and `far` at which `f`'s direction leaves `from`.
+fn crossover(f: &Figure, field: &str, far: f64, from: Direction, seed: u64, threads: usize) -> f64 {
+    let (mut near, mut far) = (1.0, far);
+    while (far - near).abs() > 0.01 {
+        let mid = (near + far) / 2.0;
+        let r = run(f.points, &moved_sets(field, mid), seed, threads);
+        if Direction::of((f.model)(&r)) == from {
+            near = mid;
+        } else {
+            far = mid;
+        }
+    }
+    (near + far) / 2.0
+}
+
+fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.3} M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1} k", v / 1e3)
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The validation as a table.
+pub fn render(v: &Validation) -> String {
+    use crate::report::table::Table;
+    let mut t = Table::new([
+        "seed",
+        "figure",
+        "unit",
+        "published",
+        "model",
+        "model/pub",
+        "direction",
+        "magnitude",
+        "calib.",
+    ]);
+    for c in &v.figures {
+        t.row([
+            c.seed.clone(),
+            c.id.clone(),
+            c.unit.clone(),
+            fmt(c.published),
+            fmt(c.model),
+            format!("{:.2}", c.ratio),
+            match c.direction_holds {
+                None => "-".to_string(),
+                Some(true) => "holds".into(),
+                Some(false) => "FLIPS".into(),
+            },
+            if c.magnitude_holds { "holds" } else { "off" }.into(),
+            if c.calibration { "yes" } else { "" }.into(),
+        ]);
+    }
+    let mut s = format!(
+        "irqsim validate (seed {}): each published figure beside the model's value\n",
+        v.seed
+    );
+    s.push_str(&t.render());
+    s.push_str(&format!(
+        "direction: a comparison's ratio on the published side of 1 (a difference under {:.0} % is a tie); magnitude: within {:.0} % of the published value\n",
+        TIE * 100.0,
+        MAGNITUDE * 100.0
+    ));
+    let mut cites = BTreeSet::new();
+    for c in &v.figures {
+        cites.insert((c.seed.clone(), c.citation.clone()));
+    }
+    s.push_str("sources:\n");
+    for (seed, c) in cites {
+        s.push_str(&format!("  {seed}: {c}\n"));
+    }
+    if let Some(sens) = &v.sensitivity {
+        s.push_str(&format!(
+            "\nsensitivity: {} fields moved by -{:.0} % and +{:.0} %, one at a time\n",
+            sens.moved.len(),
+            MOVE * 100.0,
+            MOVE * 100.0
+        ));
+        if sens.flips.is_empty() {
+            s.push_str("no comparison changes direction\n");
+        } else {
+            let mut t = Table::new(["figure", "field", "moved to", "model", "crossover"]);
+            for f in &sens.flips {
+                t.row([
+                    f.figure.clone(),
+                    f.field.clone(),
+                    format!("x{:.1}", f.factor),
+                    format!("{} -> {}", f.from.name(), f.to.name()),
+                    format!("x{:.2}", f.crossover),
+                ]);
+            }
+            s.push_str(&t.render());
+        }
+    }
+    s.push_str(&format!("({})\n", crate::report::MODEL_NOTE));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_and_ties() {
+        assert_eq!(Direction::of(1.30), Direction::Above);
+        assert_eq!(Direction::of(1.04), Direction::Tie);
+        assert_eq!(Direction::of(1.0 / 1.04), Direction::Tie);
+        assert_eq!(Direction::of(0.9), Direction::Below);
+    }
+
+    #[test]
+    fn every_figure_names_points_that_exist_and_only_calibration_inputs_are_marked() {
+        let calibrated: Vec<&str> = FIGURES
+            .iter()
+            .filter(|f| f.calibration)
+            .map(|f| f.id)
+            .collect();
+        // FIDELITY.md allows two calibration inputs, both from seed 000.
+        assert_eq!(
+            calibrated,
+            ["000-nvme4-remapped-msis-per-vector", "000-polled-iops"]
+        );
+        let mut ids = BTreeSet::new();
+        for f in FIGURES {
+            assert!(ids.insert(f.id), "duplicate figure {}", f.id);
+            assert!(f.published.is_finite() && f.published > 0.0, "{}", f.id);
+            if f.kind == Kind::Comparison {
+                assert_eq!(f.points.len(), 2, "{}", f.id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_moved_field_changes_only_the_platforms_where_it_is_movable() {
+        // The drive ceiling is calibrated on spr and primary on spr-2s.
+        let sets = moved_sets("costs.nvme.iops_ceiling", 0.8);
+        let on_spr = sets(Point::Nvme(true, 4));
+        assert_eq!(on_spr.len(), 1);
+        assert_eq!(on_spr[0].value.as_f64(), Some(3.25e6 * 0.8));
+        assert!(sets(Point::Vmd(1, true, false)).is_empty());
+    }
+}
