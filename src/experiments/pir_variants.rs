@@ -38,6 +38,9 @@ pub const VARIANTS: &[&str] = &[
 pub const TWO_DEVICE_VARIANTS: &[&str] = &["copy-then-xchg", "remapped"];
 /// Bytes each memory-fill descriptor writes (seed 000: `run_intr.sh 512`).
 pub const TRANSFER_BYTES: u64 = 512;
+/// Root ports per stack of the scenario's layout (the default), to put each DSA
+/// device on a stack of its own.
+const PORTS_PER_STACK: u32 = 4;
 /// Descriptors each WQ holds, all kept in flight.
 pub const WQ_DEPTH: u32 = 128;
 /// Simulated time of one point, and the warm-up left out of the rates.
@@ -101,8 +104,8 @@ pub fn scenario(variant: &str, dsa_devices: u32, seed: u64) -> Scenario {
                 irte_index: None,
                 msi_handle: None,
                 source_id: 0x6a00 + (i as u16) * 0x100,
-                // Each DSA is an integrated endpoint with its own port.
-                port: None,
+                // Each DSA is an integrated endpoint in an accelerator stack of its own.
+                port: Some(i * PORTS_PER_STACK),
                 handler_cycles: None,
                 arrival: None,
                 closed_loop: Some(ClosedLoopConfig {

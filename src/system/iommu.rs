@@ -315,6 +315,7 @@ impl System {
         self.ledger.iommu -= 1;
         self.ledger
             .posted(cpu as usize, post.vector, post.msi, result.already_pending);
+        let mut held_until = None;
         match result.notification {
             Some(n) => {
                 self.notifications_sent += 1;
@@ -332,14 +333,26 @@ impl System {
                             level: false,
                             msi: None,
                         };
-                        self.send_interrupt_message(now, ready, post.port, message);
+                        let free = self.send_interrupt_message(now, ready, post.port, message);
+                        if self.costs.fabric.notification_holds_port {
+                            held_until = Some(free);
+                        }
                     }
                     None => self.notifications_undeliverable += 1,
                 }
             }
             None => self.notifications_suppressed += 1,
         }
-        self.port_msi_retired(now, post.port);
+        match held_until {
+            // The notification is this MSI's interrupt, as strongly ordered as a
+            // remapped one: the port goes on once it has been handed over.
+            Some(free) => self.queue.schedule(
+                free,
+                Priority::IOMMU,
+                Event::PortMsiRetired { port: post.port },
+            ),
+            None => self.port_msi_retired(now, post.port),
+        }
         self.start_line_post(now, cpu);
     }
 }

@@ -117,6 +117,11 @@ pub struct FabricCosts {
     /// ports of one PCIe stack (`stack`), or every stack of a socket (`socket`).
     /// Default `socket`: assumption, see the platform profiles for the reasoning.
     pub delivery_shared_by: DeliveryScope,
+    /// Whether a posted MSI that sends a notification holds its root port until the
+    /// notification has been handed over, as a remapped interrupt does (posts whose
+    /// notification is suppressed retire at the descriptor update either way).
+    /// Default false: assumption, see the platform profiles.
+    pub notification_holds_port: bool,
 }
 
 impl Default for FabricCosts {
@@ -125,6 +130,7 @@ impl Default for FabricCosts {
             message_occupancy_ns: 80.0,
             message_latency_ns: 100.0,
             delivery_shared_by: DeliveryScope::Socket,
+            notification_holds_port: false,
         }
     }
 }
