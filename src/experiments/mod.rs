@@ -257,6 +257,18 @@ impl ExperimentCtx {
     }
 }
 
+/// The mean over the CPUs of the fraction of the time between reports `a` and `b` of
+/// one run (the measured part after a ramp) that each CPU was busy.
+pub fn mean_busy_between(a: &Report, b: &Report) -> f64 {
+    let ns = (b.sim_time_ns - a.sim_time_ns).max(1e-9);
+    b.cpu
+        .iter()
+        .zip(&a.cpu)
+        .map(|(y, x)| (y.busy_ns - x.busy_ns) / ns)
+        .sum::<f64>()
+        / b.cpu.len().max(1) as f64
+}
+
 /// A runnable experiment.
 pub struct ExperimentInfo {
     /// Name the CLI takes (`irqsim experiment NAME`).

@@ -144,13 +144,7 @@ fn row(mode: DeliveryMode, drives: u32, a: &Report, b: &Report) -> Row {
     let entries = (b.interrupts_taken - a.interrupts_taken) as f64;
     let device_msis = (b.io.nvme_total.interrupts - a.io.nvme_total.interrupts) as f64;
     let vectors = (drives * JOBS_PER_DRIVE) as f64;
-    let busy: f64 = b
-        .cpu
-        .iter()
-        .zip(&a.cpu)
-        .map(|(y, x)| (y.busy_ns - x.busy_ns) / (secs * 1e9))
-        .sum::<f64>()
-        / b.cpu.len() as f64;
+    let busy = super::mean_busy_between(a, b);
     let calls = calls.max(1) as f64;
     Row {
         drives,

@@ -199,13 +199,7 @@ fn row(
 ) -> Row {
     let secs = (b.sim_time_ns - a.sim_time_ns) * 1e-9;
     let ios = (b.io.nvme_total.reaped - a.io.nvme_total.reaped) as f64;
-    let busy: f64 = b
-        .cpu
-        .iter()
-        .zip(&a.cpu)
-        .map(|(y, x)| (y.busy_ns - x.busy_ns) / (secs * 1e9))
-        .sum::<f64>()
-        / b.cpu.len() as f64;
+    let busy = super::mean_busy_between(a, b);
     let sum = |r: &Report, f: fn(&crate::system::io::VmdReport) -> u64| -> u64 {
         r.io.vmd.iter().map(f).sum()
     };
