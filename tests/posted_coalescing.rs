@@ -56,23 +56,32 @@ fn posted_mode_costs_less_cpu_per_msi_than_remapped_at_a_moderate_rate() {
 
 #[test]
 fn latency_counts_from_raise_to_handler_start() {
-    // One MSI, nothing else: latency = device write + remap + PID update + fabric +
-    // entry + the handler's PIR loads and exchange, all from cost tables.
-    let sc = common::dsa_scenario("posted", 1e3, 1, 1500.0, 1);
+    // One MSI (at 1 ms), nothing else, on the generic profile. Its path, each step
+    // from a cost table:
+    let sc = irqsim::Scenario::from_toml_str(
+        "duration_us = 1500\nmode = \"posted\"\n\
+         [[devices]]\nkind = \"dsa\"\nvector = 0x21\n\
+         arrival = { kind = \"fixed\", interval_ns = 1e6 }\n",
+        "one-msi",
+    )
+    .unwrap();
     let r = System::run_scenario(&sc).unwrap();
-    assert!(r.msis.handled >= 1);
-    let lat = r.latency_ns.p50;
+    assert_eq!((r.msis.generated, r.msis.handled), (1, 1));
     let c = &sc.costs;
-    let floor = c.device.msi_write_ns
-        + c.remap.translate_ns
-        + c.fabric.message_latency_ns
-        + c.cpu.irq_entry_cycles / (c.cpu.freq_mhz as f64 / 1000.0);
+    let cycles = |n: f64| n / (c.cpu.freq_mhz as f64 / 1000.0);
+    let expected = c.device.msi_write_ns          // the record and MSI fly to the port
+        + c.pcie.ordered_write_ns                 // the record commits first
+        + c.remap.translate_ns + c.remap.iec_miss_ns // first lookup of the IRTE
+        + c.pid_line.iommu_post_occupancy_ns + c.pid_line.memory_ns // cold line
+        + c.pid_line.iommu_post_latency_ns
+        + c.fabric.message_occupancy_ns + c.fabric.message_latency_ns // notification
+        + cycles(c.cpu.irq_entry_cycles)
+        + cycles(c.pid_line.llc_hit_cycles)       // load PIR[0]: the IOMMU left it in LLC
+        + 3.0 * cycles(c.pid_line.l1_hit_cycles)  // loads PIR[1..4]
+        + cycles(c.pid_line.l1_hit_cycles + c.pid_line.locked_rmw_cycles); // xchg PIR[0]
+    let lat = r.latency_ns.max;
     assert!(
-        lat > floor,
-        "latency {lat} ns below the sum of fixed costs {floor} ns"
-    );
-    assert!(
-        lat < floor + 1000.0,
-        "latency {lat} ns implausibly far above {floor} ns"
+        (lat - expected).abs() <= 1.0,
+        "latency {lat} ns, cost tables give {expected} ns"
     );
 }

@@ -225,6 +225,39 @@ fn one_shard_equals_three_merged_shards() {
     );
     let partial = merge_dirs(&shards[..2], &out, true).unwrap();
     assert_eq!(partial.missing, vec![2, 5]);
+    // The merged manifest says what it holds and what is missing.
+    let m: Value = serde_json::from_str(&read(&out, MANIFEST_FILE)).unwrap();
+    assert_eq!(m["missing_points"], 2);
+    assert_eq!(m["shard"], "merged");
+    assert_eq!(m["shard_points"], 4);
+    assert_eq!(m["merged_from"].as_array().unwrap().len(), 2);
+    let full: Value = serde_json::from_str(&read(&merged, MANIFEST_FILE)).unwrap();
+    assert_eq!(full["missing_points"], 0);
+    assert_eq!(full["shard_points"], 6);
+    // A manifest whose fingerprint is not the points' sweep is refused.
+    let forged = temp_dir("forged");
+    run_to_dir(&s, &opts(1, Shard::new(1, 3).unwrap()), &forged).unwrap();
+    let mut fm: Value = serde_json::from_str(&read(&forged, MANIFEST_FILE)).unwrap();
+    fm["fingerprint"] = Value::from("0000000000000000");
+    std::fs::write(forged.join(MANIFEST_FILE), fm.to_string()).unwrap();
+    let e = merge_dirs(
+        &[forged.clone(), shards[1].clone(), shards[2].clone()],
+        &out,
+        false,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("the manifest says sweep"), "{e}");
+    // A point past the end of its sweep is refused.
+    let past = temp_dir("past");
+    std::fs::create_dir_all(&past).unwrap();
+    let mut line: Value =
+        serde_json::from_str(read(&shards[0], JSONL_FILE).lines().next().unwrap()).unwrap();
+    line["point"] = Value::from(99);
+    std::fs::write(past.join(JSONL_FILE), format!("{line}\n")).unwrap();
+    let e = merge_dirs(std::slice::from_ref(&past), &out, true).unwrap_err();
+    assert!(e.to_string().contains("past the end"), "{e}");
+    let _ = std::fs::remove_dir_all(&forged);
+    let _ = std::fs::remove_dir_all(&past);
     let other = sweep(&SMALL.replace("seed = 5", "seed = 9")).unwrap();
     let od = temp_dir("other");
     run_to_dir(&other, &opts(1, Shard::new(3, 3).unwrap()), &od).unwrap();

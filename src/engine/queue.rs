@@ -369,6 +369,11 @@ mod tests {
             Window {
                 window: u64,
             },
+            /// pop_until exactly the earliest pending time, plus `off` of -1, 0 or +1 ps:
+            /// the limit's boundary, which uniform windows almost never hit.
+            AtNext {
+                off: i8,
+            },
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -382,6 +387,7 @@ mod tests {
                 5 => (delay, 0u8..4).prop_map(|(delay, slot)| Op::Schedule { delay, slot }),
                 4 => Just(Op::Pop),
                 1 => (0u64..2_000_000).prop_map(|window| Op::Window { window }),
+                1 => (-1i8..=1).prop_map(|off| Op::AtNext { off }),
             ]
         }
 
@@ -418,8 +424,15 @@ mod tests {
                                 now = t.0;
                             }
                         }
-                        Op::Window { window } => {
-                            let limit = now + window;
+                        Op::Window { .. } | Op::AtNext { .. } => {
+                            let limit = match op {
+                                Op::Window { window } => now + window,
+                                Op::AtNext { off } => match reference.peek() {
+                                    Some(Reverse((t, _, _))) => t.saturating_add_signed(off as i64).max(now),
+                                    None => now,
+                                },
+                                _ => unreachable!(),
+                            };
                             let due = matches!(reference.peek(), Some(Reverse((t, _, _))) if *t <= limit);
                             let want = if due {
                                 reference.pop().map(|Reverse((t, _, id))| (SimTime(t), id))

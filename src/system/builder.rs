@@ -200,6 +200,15 @@ mod tests {
             .dsa(0x21, 0, ArrivalProcess::Poisson { rate_per_s: 1e6 })
             .build()
             .unwrap();
+        // The same scenario written by hand, not by the builder's own serializer.
+        let by_hand = Scenario::from_toml_str(
+            "seed = 5\nduration_us = 100\nmode = \"posted\"\n\
+             [[devices]]\nkind = \"dsa\"\nvector = 0x21\ncpu = 0\n\
+             arrival = { kind = \"poisson\", rate_per_s = 1e6 }\n",
+            "by-hand",
+        )
+        .unwrap();
+        assert_eq!(built, by_hand);
         let parsed = Scenario::from_toml_str(&built.to_toml(), "roundtrip").unwrap();
         assert_eq!(built, parsed);
     }

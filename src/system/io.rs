@@ -1024,7 +1024,7 @@ pub struct NvmeReport {
     pub completed: u64,
     /// Completion entries the handlers reaped.
     pub reaped: u64,
-    /// Commands in the drive or its CQs at the end.
+    /// Commands in the drive or its CQs at the end, as the drive counts them.
     pub outstanding: u64,
     /// Submissions the jobs still had queued on their CPUs at the end.
     pub queued_in_jobs: u64,
@@ -1055,6 +1055,8 @@ pub struct NicReport {
     pub rx_polled: u64,
     /// Packets dropped because the RX ring was full (not MSI drops).
     pub packets_dropped: u64,
+    /// Packets in the RX ring at the end, not yet polled.
+    pub rx_in_ring: u64,
     /// Packets the TX queue put on the wire.
     pub tx_sent: u64,
     /// MSIs the queue raised.
@@ -1106,6 +1108,23 @@ pub struct IoReport {
 }
 
 impl System {
+    /// Asserts every NVMe drive's, NIC queue's and VMD domain's own conservation laws
+    /// (see their `check_conservation`): for tests and debugging; a failure is an
+    /// irqsim bug.
+    pub fn check_device_conservation(&self) {
+        for d in &self.io.nvme {
+            d.drive.check_conservation();
+        }
+        for n in &self.io.nics {
+            for q in &n.queues {
+                q.queue.check_conservation();
+            }
+        }
+        for v in &self.io.vmd {
+            v.domain.check_conservation();
+        }
+    }
+
     pub(super) fn io_report(&self) -> IoReport {
         let secs = self.now().as_secs_f64().max(1e-12);
         let mut total_hist = histogram();
@@ -1128,7 +1147,9 @@ impl System {
                 submitted: t.submitted,
                 completed: t.completed,
                 reaped: rt.reaped,
-                outstanding: t.submitted - rt.reaped,
+                outstanding: (0..rt.drive.queues())
+                    .map(|q| rt.drive.outstanding(q) as u64)
+                    .sum(),
                 queued_in_jobs: queued,
                 rejected_queue_full: rejected,
                 interrupts: rt.interrupts,
@@ -1161,6 +1182,7 @@ impl System {
                     rx_packets: c.rx_arrived,
                     rx_polled: c.rx_polled,
                     packets_dropped: c.rx_dropped_ring_full,
+                    rx_in_ring: qr.queue.rx_pending() as u64,
                     tx_sent: c.tx_sent,
                     interrupts: c.msis,
                     interrupts_per_packet: c.msis as f64 / c.rx_arrived.max(1) as f64,

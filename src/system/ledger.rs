@@ -298,6 +298,68 @@ mod tests {
     }
 
     #[test]
+    fn an_msi_in_no_place_unbalances_the_ledger() {
+        let mut l = Ledger::new(1);
+        assert!(l.is_balanced());
+        l.generated = 3;
+        l.port = 1;
+        l.accepted_in_irr(0, Vector(0x30), tok(0, 1), false);
+        // Two MSIs are somewhere; the third was raised but is in no place.
+        assert!(
+            !l.is_balanced(),
+            "an MSI that is in no place must unbalance"
+        );
+        l.fabric = 1;
+        assert!(l.is_balanced());
+        l.drop_msi(tok(7, 9), "irte_not_present");
+        assert!(
+            !l.is_balanced(),
+            "a drop of an MSI never raised must unbalance"
+        );
+    }
+
+    #[test]
+    fn every_place_is_counted_in_its_own_field() {
+        let mut l = Ledger::new(2);
+        let v = Vector(0x41);
+        // Three in IRR on CPU 0, one acknowledged into service there.
+        for i in 0..3 {
+            l.accepted_in_irr(0, v, tok(i, i), i > 0);
+        }
+        l.acknowledged(0, v);
+        for i in 3..5 {
+            l.accepted_in_irr(0, v, tok(i, i), i > 3);
+        }
+        // Four posted on CPU 1, two of them harvested.
+        let w = Vector(0x42);
+        l.posted(1, w, tok(10, 1), false);
+        l.harvested_word(1, 1, 1 << (0x42 - 64));
+        l.posted(1, w, tok(11, 2), false);
+        l.posted(1, w, tok(12, 3), true);
+        (l.port, l.iommu, l.fabric) = (5, 6, 7);
+        let p = l.pending();
+        assert_eq!(
+            (
+                p.port,
+                p.iommu,
+                p.fabric,
+                p.pir,
+                p.harvested,
+                p.irr,
+                p.in_service
+            ),
+            (5, 6, 7, 2, 1, 2, 3)
+        );
+        assert_eq!(p.total(), 5 + 6 + 7 + 2 + 1 + 2 + 3);
+        assert_eq!(
+            l.pending_by_vector(0),
+            vec![(v, 5)],
+            "IRR and in service of one vector together"
+        );
+        assert_eq!(l.pending_by_vector(1), vec![(w, 3)]);
+    }
+
+    #[test]
     fn riders_land_with_their_lead_or_drop_with_it() {
         let mut l = Ledger::new(1);
         l.generated = 4;

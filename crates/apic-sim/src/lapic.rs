@@ -848,6 +848,7 @@ mod tests {
                 let mut level: Vec<u8> = Vec::new();
                 let mut tpr = 0u8;
                 let (mut offered, mut accepted, mut merged, mut rejected) = (0u32, 0u32, 0u32, 0u32);
+                let mut acks = 0u32;
                 for op in ops {
                     match op {
                         Op::Accept(v, l) => {
@@ -877,6 +878,7 @@ mod tests {
                             let want = pending.iter().copied().max().filter(|&v| v >> 4 > ppr_class);
                             prop_assert_eq!(a.acknowledge(), want.map(Vector));
                             if let Some(v) = want {
+                                acks += 1;
                                 pending.retain(|&x| x != v);
                                 in_service.push(v);
                             }
@@ -897,8 +899,12 @@ mod tests {
                     let isrv = in_service.iter().copied().max().unwrap_or(0);
                     let want_ppr = if tpr >> 4 >= isrv >> 4 { tpr } else { isrv & 0xf0 };
                     prop_assert_eq!(a.ppr(), want_ppr);
-                    // Conservation: every offer is accepted, merged or rejected.
+                    // Conservation, against the APIC's own state: every vector
+                    // accepted and not yet acknowledged is in IRR, whatever merged
+                    // with it or was refused.
                     prop_assert_eq!(offered, accepted + merged + rejected);
+                    let acked_or_pending = a.irr().count() + acks;
+                    prop_assert_eq!(accepted, acked_or_pending);
                 }
             }
         }

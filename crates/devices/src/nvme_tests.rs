@@ -149,6 +149,44 @@ fn threshold_coalesces_thr_plus_one_entries_into_one_msi() {
 }
 
 #[test]
+fn a_threshold_or_a_time_alone_does_not_coalesce() {
+    // NVMe 2.0, FID 08h: coalescing needs both THR and TIME; either at 0 leaves every
+    // entry signalled at once.
+    for c in [
+        Coalescing {
+            threshold: 3,
+            time_100us: 0,
+        },
+        Coalescing {
+            threshold: 0,
+            time_100us: 5,
+        },
+    ] {
+        assert!(!c.enabled(), "{c:?}");
+        let mut d = drive(NvmeConfig {
+            latency_ns: Some(fixed_latency(1000.0)),
+            iops_ceiling: Some(1e9),
+            coalescing: c,
+            ..NvmeConfig::default()
+        });
+        let mut r = rng();
+        for tag in 0..4 {
+            let _ = d.submit(ns(tag * 10), 0, tag, &mut r);
+        }
+        let msis = run_until(&mut d, SimTime::MAX);
+        assert_eq!(msis.len(), 4, "{c:?}: one MSI per entry");
+        assert!(msis
+            .iter()
+            .all(|m| m.cause == MsiCause::Immediate && m.entries == 1));
+    }
+    assert!(Coalescing {
+        threshold: 1,
+        time_100us: 1
+    }
+    .enabled());
+}
+
+#[test]
 fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
     let mut d = drive(NvmeConfig {
         latency_ns: Some(fixed_latency(1000.0)),
@@ -478,9 +516,13 @@ fn closed_loop_iops_is_bounded_by_latency_at_low_depth_and_by_the_ceiling_at_hig
         },
         ..cfg
     };
-    let (_, reaped, msis) = closed_loop(coalesced, 64, window);
-    let per_io = msis as f64 / reaped as f64;
-    assert!((per_io - 0.125).abs() < 0.01, "{per_io}");
+    let (d, reaped, msis) = closed_loop(coalesced, 64, window);
+    // Each queue completes 8 entries in 32 us, well inside the 100 us aggregation
+    // time, so every MSI is a threshold MSI covering exactly 8 entries, all reaped.
+    let t = d.totals();
+    assert_eq!(t.msis_timer, 0);
+    assert_eq!(t.msis_threshold, msis);
+    assert_eq!(msis * 8, reaped, "{msis} MSIs for {reaped} I/Os");
 }
 
 #[derive(Clone, Debug)]

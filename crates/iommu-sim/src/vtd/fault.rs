@@ -268,7 +268,34 @@ mod tests {
     fn codes_and_names_are_stable() {
         let codes: Vec<u8> = FaultReason::ALL.iter().map(|r| r.code()).collect();
         assert_eq!(codes, (0x20..=0x28).collect::<Vec<u8>>());
-        assert_eq!(FaultReason::IrteNotPresent.name(), "irte_not_present");
+        // Each code's name, as the VT-d spec (Table 7.x, interrupt-remapping fault
+        // conditions) orders them; reports and scenarios depend on these strings.
+        let names: Vec<(u8, &str)> = FaultReason::ALL
+            .iter()
+            .map(|r| (r.code(), r.name()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (0x20, "request_reserved_field"),
+                (0x21, "index_beyond_table"),
+                (0x22, "irte_not_present"),
+                (0x23, "table_root_invalid"),
+                (0x24, "irte_reserved_field"),
+                (0x25, "compat_format_blocked"),
+                (0x26, "source_id_check_failed"),
+                (0x27, "pid_access_error"),
+                (0x28, "pid_reserved_field"),
+            ]
+        );
+        for r in FaultReason::ALL {
+            assert_eq!(FaultReason::from_code(r.code()), Some(r));
+            assert_eq!(r.to_string(), format!("{} ({:#04x})", r.name(), r.code()));
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.name())
+            );
+        }
         assert_eq!(
             FaultReason::from_code(0x26),
             Some(FaultReason::SourceIdCheckFailed)
