@@ -20,10 +20,10 @@ fn cfg(cpus: u32, msi: bool, sev: bool) -> CmdSyncBenchConfig {
     c
 }
 
-/// Every TLBI written is consumed once; per CPU in order; each call's TLBIs (one
-/// batch of at most 64) are contiguous in the queue; every iteration finished;
-/// the lock is free and the queue empty.
-fn check_conservation(h: &Harness, cpus: usize) -> Result<(), String> {
+/// Every TLBI consumed was written, once, in its CPU's order, and each call's
+/// TLBIs (one batch of at most 64) are contiguous in the queue. Holds at any
+/// moment of a run, drained or not.
+fn check_order(h: &Harness, cpus: usize) -> Result<Vec<Vec<u64>>, String> {
     let pages = match h.cfg.workload {
         BenchWorkload::Unmap { pages } => pages as u64,
         BenchWorkload::SyncOnly => 1,
@@ -47,9 +47,25 @@ fn check_conservation(h: &Harness, cpus: usize) -> Result<(), String> {
         per_cpu[cpu].push(seq);
     }
     for (cpu, seqs) in per_cpu.iter().enumerate() {
-        if seqs != &h.written[cpu] {
+        if !h.written[cpu].starts_with(seqs) {
             return Err(format!(
-                "cpu {cpu}: consumed {} TLBIs, wrote {} (or in another order)",
+                "cpu {cpu}: consumed {} TLBIs that are not the first of the {} it wrote, in order",
+                seqs.len(),
+                h.written[cpu].len()
+            ));
+        }
+    }
+    Ok(per_cpu)
+}
+
+/// [`check_order`], and every TLBI written was consumed; every iteration
+/// finished; the lock is free and the queue empty.
+fn check_conservation(h: &Harness, cpus: usize) -> Result<(), String> {
+    let per_cpu = check_order(h, cpus)?;
+    for (cpu, seqs) in per_cpu.iter().enumerate() {
+        if seqs.len() != h.written[cpu].len() {
+            return Err(format!(
+                "cpu {cpu}: consumed {} TLBIs, wrote {}",
                 seqs.len(),
                 h.written[cpu].len()
             ));
@@ -137,16 +153,16 @@ fn full_queue_waits_and_loses_nothing() {
     check_conservation(&h, 16).unwrap();
 }
 
-/// A model finding, kept as a regression: when the queue holds barely more than one
-/// 65-entry batch, a CPU waiting for space re-takes the cmdq lock exclusively in a
-/// tight loop (`poll_until_not_full` returns as soon as the queue is not *full*,
-/// and its caller loops while there is not *enough* space), while the CPU holding
-/// the only reservation needs the lock shared before it can publish PROD. With
-/// these costs the waiter always wins the lock line, so nothing progresses. Linux
-/// refuses queues smaller than 128 entries but not this; real queues are far
-/// larger than CPUs x batch, which keeps it out of reach in practice.
+/// The smallest queue Linux accepts (128 entries: one 64-command batch plus its
+/// sync must fit, `arm_smmu_device_hw_probe`) with two CPUs that each need 65
+/// slots. Linux makes no progress promise here: a CPU waiting for space retakes
+/// the cmdq lock exclusively in `arm_smmu_cmdq_poll_until_not_full`, and the CPU
+/// holding the reservation needs it shared before it marks its slots valid, so
+/// who wins depends on the lock line's arbitration. What must hold whatever the
+/// arbitration: the run ends at its duration, and no command is lost, duplicated,
+/// reordered or split.
 #[test]
-fn tiny_queue_starves_the_sync_holder() {
+fn a_queue_of_two_batches_loses_and_reorders_nothing() {
     let mut c = cfg(2, true, true);
     c.workload = BenchWorkload::Unmap { pages: 64 };
     c.ops_per_cpu = Some(2);
@@ -154,9 +170,17 @@ fn tiny_queue_starves_the_sync_holder() {
     c.think_ns = 0.0;
     c.duration_us = 300.0;
     c.warmup_us = 0.0;
-    let (r, _) = Harness::new(&c).unwrap().run();
-    assert!(r.host.iterations_done < 4, "{:?}", r.host);
-    assert!(r.host.full_waits > 100, "{:?}", r.host);
+    let (r, h) = Harness::new(&c).unwrap().run();
+    let consumed = check_order(&h, 2).unwrap();
+    let tlbi: u64 = consumed.iter().map(|v| v.len() as u64).sum();
+    assert_eq!(r.cmdq.tlbi, tlbi, "the SMMU consumed what the harness saw");
+    assert!(r.host.iterations_done <= 4, "{:?}", r.host);
+    assert!(
+        r.cmdq.tlbi >= r.host.iterations_done * 64,
+        "an iteration finished before its TLBIs were consumed: {:?} {:?}",
+        r.host,
+        r.cmdq
+    );
 }
 
 #[test]
@@ -178,6 +202,17 @@ fn config_errors_name_the_field() {
             ..
         })
     ));
+    // 64 entries cannot hold a batch and its sync; 128 can (Linux's boundary).
+    c.smmu.cmdq.log2_entries = 6;
+    assert!(matches!(
+        Harness::new(&c),
+        Err(SmmuHostError::InvalidConfig {
+            field: "smmu.cmdq.log2_entries",
+            ..
+        })
+    ));
+    c.smmu.cmdq.log2_entries = 7;
+    assert!(Harness::new(&c).is_ok());
     c.smmu.cmdq.log2_entries = 8;
     c.cpu_costs.mmio_read_ns = -1.0;
     assert!(matches!(
