@@ -70,7 +70,11 @@ fn msi_and_cons_polling_each_pay_only_their_own_signal() {
     assert_eq!(base_msi.host.cons_reads, 0);
     assert_eq!(base_msi.cmdq.msi_writes, base_msi.cmdq.sync);
     assert_eq!(base_cons.cmdq.msi_writes, 0);
-    assert!(base_cons.host.cons_reads >= base_cons.cmdq.sync, "{:?}", base_cons.host);
+    assert!(
+        base_cons.host.cons_reads >= base_cons.cmdq.sync,
+        "{:?}",
+        base_cons.host
+    );
 
     let slower_read = |msipoll| {
         let mut c = empty_queue(msipoll);
@@ -115,6 +119,10 @@ fn sixteen_waiters_read_cons_only_without_msi_polling() {
             assert_eq!(r.cmdq.msi_writes, 0);
             assert!(r.host.cons_reads > r.cmdq.sync, "{:?} {:?}", r.host, r.cmdq);
         }
-        assert!(r.host.iterations_started - r.host.iterations_done <= 16, "{:?}", r.host);
+        assert!(
+            r.host.iterations_started - r.host.iterations_done <= 16,
+            "{:?}",
+            r.host
+        );
     }
 }

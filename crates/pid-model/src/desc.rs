@@ -63,16 +63,14 @@ const fn shift_in_word(bit: u32) -> u32 {
     bit % 64
 }
 
-/// Bits of the control word that carry a defined field in x2APIC mode.
-const CONTROL_DEFINED_X2APIC: u64 = (1 << shift_in_word(ON_BIT))
-    | (1 << shift_in_word(SN_BIT))
-    | (0xff << shift_in_word(NV_SHIFT))
-    | (0xffff_ffff << shift_in_word(NDST_SHIFT));
-/// Bits of the control word that carry a defined field in xAPIC mode.
-const CONTROL_DEFINED_XAPIC: u64 = (1 << shift_in_word(ON_BIT))
-    | (1 << shift_in_word(SN_BIT))
-    | (0xff << shift_in_word(NV_SHIFT))
-    | (0xff << shift_in_word(NDST_XAPIC_SHIFT));
+/// Bits of the control word that carry a defined field in x2APIC mode: ON (bit 0 of
+/// the word), SN (1), NV (16..23), NDST (32..63). Written out rather than composed
+/// from the shifts above; `each_control_bit_is_reserved_exactly_where_the_spec_says`
+/// checks it bit by bit against VT-d 9.12.
+const CONTROL_DEFINED_X2APIC: u64 = 0xffff_ffff_00ff_0003;
+/// Bits of the control word that carry a defined field in xAPIC mode: as above, with
+/// NDST narrowed to 40..47.
+const CONTROL_DEFINED_XAPIC: u64 = 0x0000_ff00_00ff_0003;
 
 /// The notification the IOMMU sends after a post that found ON clear: vector `nv` to
 /// the local APIC whose ID is `ndst`.
@@ -372,6 +370,42 @@ mod tests {
         assert!(d.reserved_bits_set_xapic());
         d.set_ndst_xapic(0xff);
         assert!(!d.reserved_bits_set_xapic());
+    }
+
+    /// Bit by bit over the control word (VT-d 9.12): ON (256), SN (257), NV
+    /// (272..279) and NDST (288..319) are defined in x2APIC mode; in xAPIC mode NDST
+    /// shrinks to 296..303.
+    #[test]
+    fn each_control_bit_is_reserved_exactly_where_the_spec_says() {
+        for bit in 256..320 {
+            let mut d = PiDesc::ZERO;
+            d.set_bit(bit, true);
+            let defined_x2apic = matches!(bit, 256 | 257 | 272..=279 | 288..=319);
+            let defined_xapic = matches!(bit, 256 | 257 | 272..=279 | 296..=303);
+            assert_eq!(d.reserved_bits_set(), !defined_x2apic, "bit {bit}, x2APIC");
+            assert_eq!(
+                d.reserved_bits_set_xapic(),
+                !defined_xapic,
+                "bit {bit}, xAPIC"
+            );
+        }
+    }
+
+    #[test]
+    fn pir_words_read_and_write_the_first_four_words_only() {
+        let mut d = PiDesc::new(Vector(0xf0), 7);
+        let control = d.control();
+        for i in 0..PIR_WORDS {
+            d.set_pir_word(i, 0x1111 * (i as u64 + 1));
+        }
+        for i in 0..PIR_WORDS {
+            assert_eq!(d.pir_word(i), 0x1111 * (i as u64 + 1));
+            assert_eq!(d.word(i), d.pir_word(i));
+            assert_eq!(d.words()[i], d.pir_word(i));
+        }
+        assert_eq!(d.words()[CONTROL_WORD], control);
+        assert_eq!(d.words(), &d.0);
+        assert_eq!(d.pir().0, [0x1111, 0x2222, 0x3333, 0x4444]);
     }
 
     #[test]

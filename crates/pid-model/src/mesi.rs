@@ -482,8 +482,8 @@ impl PidLine {
             }
             if agent.is_iommu() {
                 // Ownership, the update, then the write-back into the home LLC; the
-                // IOMMU keeps no copy.
-                self.remove_holder(agent);
+                // IOMMU keeps no copy, and every other copy went to I above.
+                debug_assert!(self.holders.is_empty());
                 let t = self.transitions_mut(agent);
                 t.record(Mesi::I, Mesi::M);
                 t.record(Mesi::M, Mesi::I);
@@ -572,10 +572,6 @@ impl PidLine {
             Some(entry) => entry.1 = state,
             None => self.holders.push((agent, state)),
         }
-    }
-
-    fn remove_holder(&mut self, agent: Agent) {
-        self.holders.retain(|(a, _)| *a != agent);
     }
 
     fn counters_mut(&mut self, agent: Agent) -> &mut AgentCounters {
@@ -778,6 +774,35 @@ mod tests {
             costs.access_cost(AccessKind::Upgrade, OpClass::LockedRmw, f()),
             Duration::from_ns(40) + f().cycles(20)
         );
+    }
+
+    /// Two loads from two cores leave both listed as sharers; a post by the IOMMU
+    /// then empties the list (both go to I, the IOMMU keeps nothing), and each
+    /// transition is counted once where it happened and nowhere else.
+    #[test]
+    fn holders_and_transition_counts_follow_each_access() {
+        let mut l = PidLine::new(1);
+        assert_eq!(l.home_socket(), 1);
+        assert_eq!(PidLine::new(0).home_socket(), 0);
+        assert!(l.holders().is_empty());
+        run(&mut l, C0, LineOp::Load { word: 0 });
+        assert_eq!(l.holders(), &[(C0, Mesi::E)]);
+        run(&mut l, C1, LineOp::Load { word: 0 });
+        let mut holders = l.holders().to_vec();
+        holders.sort_by_key(|(a, _)| format!("{a}"));
+        assert_eq!(holders, vec![(C0, Mesi::S), (C1, Mesi::S)]);
+        run(&mut l, IO, post(0x40));
+        assert!(l.holders().is_empty());
+        let c0 = l.transitions(C0);
+        assert_eq!(c0.get(Mesi::I, Mesi::E), 1);
+        assert_eq!(c0.get(Mesi::E, Mesi::S), 1);
+        assert_eq!(c0.get(Mesi::S, Mesi::I), 1);
+        assert_eq!(c0.get(Mesi::I, Mesi::M), 0);
+        assert_eq!(c0.total(), 3);
+        let io = l.transitions(IO);
+        assert_eq!((io.get(Mesi::I, Mesi::M), io.get(Mesi::M, Mesi::I)), (1, 1));
+        assert_eq!(io.get(Mesi::S, Mesi::I), 0);
+        assert_eq!(io.total(), 2);
     }
 
     #[test]
