@@ -196,3 +196,26 @@ fn malformed_trace_file_names_the_file_and_line() {
     let msg = err.to_string();
     assert!(msg.contains("arrivals.csv") && msg.contains('3'), "{msg}");
 }
+
+/// README: a trace's relative path resolves against the scenario file's folder, not the
+/// current directory (the test runs from the package root, the files sit elsewhere).
+#[test]
+fn a_relative_trace_path_resolves_against_the_scenario_folder() {
+    let dir = std::env::temp_dir().join(format!("irqsim-rel-trace-{}", std::process::id()));
+    let sub = dir.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("rx.csv"), "100\n200\n300\n").unwrap();
+    let scenario = sub.join("x.toml");
+    std::fs::write(
+        &scenario,
+        "duration_us = 10\nmode = \"remapped\"\n[[nics]]\nrx = { kind = \"trace\", path = \"rx.csv\" }\n",
+    )
+    .unwrap();
+    assert!(!std::path::Path::new("rx.csv").exists());
+    let sc = Scenario::load(&scenario).unwrap();
+    let mut sys = System::new(&sc).expect("rx.csv is found next to x.toml");
+    sys.run_to_end();
+    let nic = &sys.report().io.nics[0];
+    assert_eq!(nic.rx_packets, 3, "{nic:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

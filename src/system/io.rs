@@ -523,9 +523,10 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             .resolve(n.queues, &node, &format!("nics[{i}].affinity"))?;
         let mut queues = Vec::with_capacity(targets.len());
         for (q, cpu) in targets.iter().enumerate() {
-            let rx = n.rx.generator(&format!("nics[{i}].rx"), None)?;
+            let rx =
+                n.rx.generator(&format!("nics[{i}].rx"), sc.base_dir.as_deref())?;
             let tx = match &n.tx {
-                Some(t) => Some(t.generator(&format!("nics[{i}].tx"), None)?),
+                Some(t) => Some(t.generator(&format!("nics[{i}].tx"), sc.base_dir.as_deref())?),
                 None => None,
             };
             let queue = NicQueue::new(n.nic.clone(), &format!("nics[{i}].nic"), Some(rx), tx)?;
