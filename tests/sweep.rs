@@ -446,3 +446,34 @@ fn inline_base_and_file_base_relative_to_the_sweep() {
     assert!(format!("{:?}", s.point(1).unwrap().scenario.devices[0].arrival).contains("Poisson"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A sweep too large to run is refused by its size, before any value is looked at: a
+/// 1e5 x 1e4 grid used to spend hours in the duplicate check first.
+#[test]
+fn a_grid_past_the_point_limit_is_refused_by_its_size() {
+    let err = sweep(
+        "base = \"default\"\n[[axes]]\nfield = \"seed\"\nrange = { from = 1, to = 100000, step = 1 }\n\
+         [[axes]]\nfield = \"duration_us\"\nrange = { from = 1, to = 10000, step = 1 }\n",
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, SweepError::TooManyPoints { max } if max == irqsim::sweep::MAX_POINTS),
+        "{err}"
+    );
+}
+
+/// A repeated value is found wherever it sits in a long axis, and named.
+#[test]
+fn a_repeat_at_the_end_of_a_long_axis_is_named() {
+    let mut values: Vec<String> = (1..=20_000).map(|v| v.to_string()).collect();
+    values.push("17".into());
+    let err = sweep(&format!(
+        "base = \"default\"\n[[axes]]\nfield = \"seed\"\nvalues = [{}]\n",
+        values.join(", ")
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(&err, SweepError::DuplicateValue { value, axis: 1, .. } if value == "17"),
+        "{err}"
+    );
+}

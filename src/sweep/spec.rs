@@ -184,6 +184,7 @@ impl Sweep {
         axes: Vec<Axis>,
     ) -> Result<Sweep, SweepError> {
         let base_tree = serde_json::to_value(base).expect("a Scenario serializes");
+        // Size first, so a sweep of too many points is refused before any per-value work.
         let mut len: usize = 1;
         for (i, axis) in axes.iter().enumerate() {
             if axis.values.is_empty() {
@@ -196,17 +197,22 @@ impl Sweep {
                 .checked_mul(axis.values.len())
                 .filter(|n| *n <= MAX_POINTS)
                 .ok_or(SweepError::TooManyPoints { max: MAX_POINTS })?;
-            for (k, v) in axis.values.iter().enumerate() {
-                if axis.values[..k]
-                    .iter()
-                    .any(|w| canonical(w) == canonical(v))
-                {
+        }
+        for (i, axis) in axes.iter().enumerate() {
+            let mut seen = std::collections::HashSet::with_capacity(axis.values.len());
+            for v in &axis.values {
+                let value = canonical(v);
+                if !seen.insert(value.clone()) {
                     return Err(SweepError::DuplicateValue {
                         axis: i + 1,
                         field: axis.field.clone(),
-                        value: canonical(v),
+                        value,
                     });
                 }
+            }
+        }
+        for (i, axis) in axes.iter().enumerate() {
+            for v in &axis.values {
                 let mut tree = base_tree.clone();
                 path::set(&mut tree, &axis.path, v).map_err(|message| SweepError::Field {
                     axis: i + 1,
