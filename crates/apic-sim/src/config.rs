@@ -95,3 +95,52 @@ impl LapicCosts {
         cpu.cycles(self.msr_cycles(msr) as u64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msr::{MSR_EOI, MSR_ICR, MSR_TPR};
+
+    #[test]
+    fn clocks_from_1_to_100000_mhz_are_accepted() {
+        let with = |timer, tsc| LapicConfig {
+            timer_clock: Freq::from_mhz(timer).unwrap(),
+            tsc: Freq::from_mhz(tsc).unwrap(),
+        };
+        assert!(with(1, 100_000).validate().is_ok());
+        assert!(with(100_000, 1).validate().is_ok());
+        let err = with(100_001, 2000).validate().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ApicError::InvalidConfig {
+                    field: "timer_clock",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = with(25, 100_001).validate().unwrap_err();
+        assert!(
+            matches!(err, ApicError::InvalidConfig { field: "tsc", .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn each_msr_is_charged_its_own_field() {
+        let costs = LapicCosts {
+            wrmsr_icr_cycles: 300,
+            wrmsr_eoi_cycles: 70,
+            msr_access_cycles: 11,
+            ipi_latency_ns: 812.5,
+        };
+        assert_eq!(costs.msr_cycles(MSR_ICR), 300);
+        assert_eq!(costs.msr_cycles(MSR_EOI), 70);
+        assert_eq!(costs.msr_cycles(MSR_TPR), 11);
+        let cpu = Freq::from_mhz(2000).unwrap();
+        assert_eq!(costs.msr_time(MSR_ICR, cpu), Duration::from_ns(150));
+        assert_eq!(costs.msr_time(MSR_EOI, cpu), Duration::from_ns(35));
+        assert_eq!(costs.ipi_latency(), Duration::from_ps(812_500));
+    }
+}

@@ -20,7 +20,7 @@ pub const ICR_DELIVERY_MODE_MASK: u64 = 0x7 << ICR_DELIVERY_MODE_SHIFT;
 /// ICR bit 11: destination mode (0 physical, 1 logical).
 pub const ICR_DEST_LOGICAL: u64 = 1 << 11;
 /// ICR bit 12: delivery status in xAPIC mode; ignored on WRMSR in x2APIC mode.
-pub const ICR_DELIVERY_STATUS: u64 = 1 << 12;
+pub const ICR_DELIVERY_STATUS: u64 = 0x1000;
 /// ICR bit 14: level (0 de-assert, 1 assert).
 pub const ICR_LEVEL_ASSERT: u64 = 1 << 14;
 /// ICR bit 15: trigger mode (0 edge, 1 level).
@@ -32,7 +32,7 @@ pub const ICR_SHORTHAND_MASK: u64 = 0x3 << ICR_SHORTHAND_SHIFT;
 pub const ICR_DEST_SHIFT: u32 = 32;
 /// Bits that must be zero in an x2APIC ICR write (13, 17:16, 31:20); a non-zero write
 /// raises #GP (SDM 11.12.1.3 reserved-bit checking).
-pub const ICR_RESERVED_X2APIC: u64 = (1 << 13) | (0x3 << 16) | (0xfff << 20);
+pub const ICR_RESERVED_X2APIC: u64 = 0xfff3_2000;
 
 /// The destination that means "every APIC" in both physical and logical x2APIC mode.
 pub const BROADCAST_DEST: u32 = 0xffff_ffff;
@@ -448,6 +448,53 @@ mod tests {
             }
         }
         assert_eq!(Icr(3 << 8).delivery_mode(), None);
+        assert_eq!(Icr(0).dest_mode(), DestMode::Physical);
+        assert_eq!(Icr(!(1 << 11)).dest_mode(), DestMode::Physical);
+        assert_eq!(Icr(1 << 11).dest_mode(), DestMode::Logical);
+    }
+
+    /// SDM 11.6.1: the 3-bit field decodes to the seven modes it names; 011 is
+    /// reserved. Every other bit of the ICR leaves the decoding alone.
+    #[test]
+    fn every_delivery_mode_encoding() {
+        let modes = [
+            (0b000, Some(DeliveryMode::Fixed)),
+            (0b001, Some(DeliveryMode::LowestPriority)),
+            (0b010, Some(DeliveryMode::Smi)),
+            (0b011, None),
+            (0b100, Some(DeliveryMode::Nmi)),
+            (0b101, Some(DeliveryMode::Init)),
+            (0b110, Some(DeliveryMode::StartUp)),
+            (0b111, Some(DeliveryMode::ExtInt)),
+        ];
+        for (bits, mode) in modes {
+            assert_eq!(DeliveryMode::from_bits(bits), mode, "{bits:03b}");
+            assert_eq!(
+                DeliveryMode::from_bits(bits | 0xf8),
+                mode,
+                "only bits 2:0 count"
+            );
+            if let Some(m) = mode {
+                assert_eq!(m.bits(), bits);
+            }
+            let icr = Icr(((bits as u64) << 8) | 0xffff_ffff_0000_f8ff);
+            assert_eq!(icr.delivery_mode_bits(), bits);
+            assert_eq!(icr.delivery_mode(), mode);
+        }
+    }
+
+    /// SDM 11.12.1.3 and 11.12.9: bits 13, 17:16 and 31:20 are reserved in the x2APIC
+    /// ICR; the vector, mode, destination mode, delivery status (12, ignored), level,
+    /// trigger, shorthand and destination bits are not.
+    #[test]
+    fn reserved_bits_of_the_x2apic_icr() {
+        for bit in (13..14).chain(16..18).chain(20..32) {
+            assert_eq!(Icr(1 << bit).reserved_bits(), 1 << bit, "bit {bit}");
+        }
+        for bit in (0..13).chain(14..16).chain(18..20).chain(32..64) {
+            assert_eq!(Icr(1 << bit).reserved_bits(), 0, "bit {bit}");
+        }
+        assert_eq!(ICR_DELIVERY_STATUS, 1 << 12);
     }
 
     #[test]
@@ -500,6 +547,39 @@ mod tests {
         );
         let assert = Icr(5 << 8 | ICR_TRIGGER_LEVEL | ICR_LEVEL_ASSERT | 2 << 32);
         assert_eq!(ipi_from_icr(assert, src).unwrap().mode, DeliveryMode::Init);
+    }
+
+    #[test]
+    fn extint_and_vectors_below_16() {
+        let src = ApicId(1);
+        let mk = |v, m| {
+            Icr::encode(
+                Vector(v),
+                m,
+                DestMode::Physical,
+                TriggerMode::Edge,
+                Shorthand::None,
+                2,
+            )
+        };
+        assert_eq!(
+            ipi_from_icr(mk(0x40, DeliveryMode::ExtInt), src),
+            Err(IpiDropReason::ReservedDeliveryMode),
+            "ExtINT is not an IPI mode (Table 11-3)"
+        );
+        assert_eq!(
+            ipi_from_icr(mk(15, DeliveryMode::Fixed), src),
+            Err(IpiDropReason::IllegalVector)
+        );
+        assert_eq!(
+            ipi_from_icr(mk(16, DeliveryMode::Fixed), src).map(|m| m.vector),
+            Ok(Vector(16))
+        );
+        assert_eq!(
+            ipi_from_icr(mk(3, DeliveryMode::Nmi), src).map(|m| m.mode),
+            Ok(DeliveryMode::Nmi),
+            "NMI ignores the vector"
+        );
     }
 
     #[test]
@@ -608,6 +688,8 @@ mod tests {
             ApicTopology::new([ApicId(BROADCAST_DEST)]).unwrap_err(),
             ApicError::ReservedApicId { id: BROADCAST_DEST }
         );
+        let t = ApicTopology::new([ApicId(0x21), ApicId(3), ApicId(0x10)]).unwrap();
+        assert_eq!(t.ids(), &[ApicId(3), ApicId(0x10), ApicId(0x21)], "sorted");
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub const VERSION_WITH_EOI: u8 = 0x20;
 
 /// IOAPICID bits 27:24.
 pub const ID_SHIFT: u32 = 24;
-pub const ID_MASK: u32 = 0xf << ID_SHIFT;
+pub const ID_MASK: u32 = 0x0f00_0000;
 
 /// RTE bits 7:0: vector.
 pub const RTE_VECTOR_MASK: u64 = 0xff;
@@ -59,7 +59,7 @@ pub const RTE_DELIVERY_MODE_MASK: u64 = 0x7 << RTE_DELIVERY_MODE_SHIFT;
 /// RTE bit 11: destination mode (1 = logical).
 pub const RTE_DEST_LOGICAL: u64 = 1 << 11;
 /// RTE bit 12: delivery status (read-only).
-pub const RTE_DELIVERY_STATUS: u64 = 1 << 12;
+pub const RTE_DELIVERY_STATUS: u64 = 0x1000;
 /// RTE bit 13: input pin polarity (1 = active low).
 pub const RTE_POLARITY_LOW: u64 = 1 << 13;
 /// RTE bit 14: Remote IRR (read-only).
@@ -71,13 +71,7 @@ pub const RTE_MASKED: u64 = 1 << 16;
 /// RTE bits 63:56: destination.
 pub const RTE_DEST_SHIFT: u32 = 56;
 /// Bits software can write: everything but the read-only and reserved (55:17) bits.
-pub const RTE_WRITABLE: u64 = RTE_VECTOR_MASK
-    | RTE_DELIVERY_MODE_MASK
-    | RTE_DEST_LOGICAL
-    | RTE_POLARITY_LOW
-    | RTE_TRIGGER_LEVEL
-    | RTE_MASKED
-    | (0xff << RTE_DEST_SHIFT);
+pub const RTE_WRITABLE: u64 = 0xff00_0000_0001_afff;
 
 /// Input pin polarity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -901,6 +895,164 @@ mod tests {
         let _ = old.write_entry(3, edge_entry(0x70, true)).unwrap();
         let _ = old.write_entry(3, level_entry(0x70, false)).unwrap();
         assert!(!old.entry(3).unwrap().remote_irr());
+    }
+
+    /// The literal masks are the named fields of 82093AA 3.2.4 and 3.2.1.
+    #[test]
+    fn masks_are_the_datasheet_fields() {
+        assert_eq!(ID_MASK, 0xf << ID_SHIFT);
+        assert_eq!(RTE_DELIVERY_STATUS, 1 << 12);
+        assert_eq!(
+            RTE_WRITABLE,
+            RTE_VECTOR_MASK
+                | RTE_DELIVERY_MODE_MASK
+                | RTE_DEST_LOGICAL
+                | RTE_POLARITY_LOW
+                | RTE_TRIGGER_LEVEL
+                | RTE_MASKED
+                | (0xff << RTE_DEST_SHIFT)
+        );
+    }
+
+    #[test]
+    fn single_bit_fields_read_only_their_bit() {
+        assert!(RedirectionEntry(1 << 12).delivery_status());
+        assert!(!RedirectionEntry(!(1 << 12)).delivery_status());
+        assert_eq!(RedirectionEntry(0).polarity(), Polarity::ActiveHigh);
+        assert_eq!(
+            RedirectionEntry(!(1 << 13)).polarity(),
+            Polarity::ActiveHigh
+        );
+        assert_eq!(RedirectionEntry(1 << 13).polarity(), Polarity::ActiveLow);
+        let masked = level_entry(0x40, true);
+        assert!(
+            masked.with_mask(true).masked(),
+            "masking a masked entry keeps it masked"
+        );
+        assert_eq!(masked.with_mask(true), masked);
+        assert!(!masked.with_mask(false).masked());
+        assert_eq!(masked.with_mask(false).with_mask(true), masked);
+    }
+
+    #[test]
+    fn access_counts_add_field_by_field() {
+        let a = IoapicAccess {
+            index_writes: 1,
+            window_reads: 2,
+            window_writes: 3,
+            eoi_writes: 4,
+        };
+        let b = IoapicAccess {
+            index_writes: 10,
+            window_reads: 20,
+            window_writes: 30,
+            eoi_writes: 40,
+        };
+        let sum = IoapicAccess {
+            index_writes: 11,
+            window_reads: 22,
+            window_writes: 33,
+            eoi_writes: 44,
+        };
+        assert_eq!(a + b, sum);
+        let mut c = a;
+        c += b;
+        assert_eq!(c, sum);
+    }
+
+    #[test]
+    fn largest_id_and_pin_count_are_accepted() {
+        let io = Ioapic::with_version(15, MAX_PINS, 0x11).unwrap();
+        assert_eq!((io.id(), io.pins()), (15, 120));
+        assert_eq!(Ioapic::new(1, 1).unwrap().id(), 1);
+    }
+
+    #[test]
+    fn asserted_follows_the_device() {
+        let mut io = ioapic_with(5, edge_entry(0x30, false));
+        assert_eq!(io.asserted(5), Ok(false));
+        let _ = io.assert_pin(5, true).unwrap();
+        assert_eq!((io.asserted(5), io.asserted(4)), (Ok(true), Ok(false)));
+        let _ = io.assert_pin(5, false).unwrap();
+        assert_eq!(io.asserted(5), Ok(false));
+        assert_eq!(
+            io.asserted(24),
+            Err(ApicError::NoSuchPin { pin: 24, pins: 24 })
+        );
+    }
+
+    fn read_index(io: &mut Ioapic, index: u8) -> u32 {
+        let _ = io.mmio_write(IOREGSEL, index as u32);
+        io.mmio_read(IOWIN).0
+    }
+
+    /// 82093AA 3.2.1-3.2.3: IOAPICID bits 27:24 are writable, the arbitration ID
+    /// follows it, indexes 0x03-0x0f hold nothing, and IOREGSEL reads back.
+    #[test]
+    fn identification_registers_through_the_window() {
+        let mut io = Ioapic::new(5, 24).unwrap();
+        assert_eq!(read_index(&mut io, IOAPICARB), 5 << 24);
+        let _ = io.mmio_write(IOREGSEL, IOAPICID as u32);
+        let _ = io.mmio_write(IOWIN, 0xfa00_0000);
+        assert_eq!(io.id(), 0xa, "only bits 27:24 are the ID");
+        assert_eq!(read_index(&mut io, IOAPICID), 0x0a00_0000);
+        assert_eq!(read_index(&mut io, IOAPICARB), 0x0a00_0000);
+        for index in 0x03..IOREDTBL0 {
+            assert_eq!(read_index(&mut io, index), 0, "index {index:#x}");
+        }
+        let _ = io.mmio_write(IOREGSEL, 0x12);
+        let (sel, access) = io.mmio_read(IOREGSEL);
+        assert_eq!(sel, 0x12);
+        assert_eq!(
+            access.window_reads, 1,
+            "an uncached read, charged like IOWIN"
+        );
+    }
+
+    /// The last entries of a 120-pin IOAPIC sit at indexes 0xfe and 0xff; indexes past
+    /// the last entry of a smaller IOAPIC read 0 and ignore writes.
+    #[test]
+    fn entries_at_the_top_of_the_index_space() {
+        let mut io = Ioapic::new(0, MAX_PINS).unwrap();
+        let e = level_entry(0x77, true);
+        let _ = io.write_entry(119, e).unwrap();
+        assert_eq!(io.entry(119).unwrap(), e);
+        assert_eq!(io.read_entry(119).unwrap().0, e);
+        assert_eq!(read_index(&mut io, 0xfe), e.low());
+        assert_eq!(read_index(&mut io, 0xff), e.high());
+        assert_eq!(io.entry(118).unwrap(), RedirectionEntry::default());
+
+        let mut io = Ioapic::new(0, 24).unwrap();
+        let past = IOREDTBL0 + 2 * 24;
+        let _ = io.mmio_write(IOREGSEL, past as u32);
+        let w = io.mmio_write(IOWIN, 0x41);
+        assert!(w.delivered.is_empty());
+        assert_eq!(read_index(&mut io, past), 0);
+        assert!((0..24).all(|p| io.entry(p).unwrap() == RedirectionEntry::default()));
+        // Each pin's words land in that pin's entry only.
+        for pin in [0u8, 1, 9, 23] {
+            let _ = io.write_entry(pin, edge_entry(0x30 + pin, true)).unwrap();
+        }
+        for pin in 0..24u8 {
+            let want = if [0, 1, 9, 23].contains(&pin) {
+                edge_entry(0x30 + pin, true)
+            } else {
+                RedirectionEntry::default()
+            };
+            assert_eq!(io.entry(pin).unwrap(), want, "pin {pin}");
+        }
+    }
+
+    /// Rewriting a level entry (as an affinity change does) keeps its Remote IRR: only
+    /// switching the entry to edge clears it.
+    #[test]
+    fn rewriting_a_level_entry_keeps_remote_irr() {
+        let mut io = ioapic_with(4, level_entry(0x50, false));
+        let _ = io.assert_pin(4, true).unwrap();
+        assert!(io.entry(4).unwrap().remote_irr());
+        let w = io.write_entry(4, level_entry(0x50, false)).unwrap();
+        assert!(w.delivered.is_empty(), "still in service");
+        assert!(io.entry(4).unwrap().remote_irr());
     }
 
     #[test]

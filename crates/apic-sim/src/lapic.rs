@@ -34,18 +34,15 @@ pub const SVR_SUPPRESS_EOI_BROADCAST: u32 = 1 << 12;
 /// SVR bits 7:0: the spurious vector.
 pub const SVR_VECTOR_MASK: u32 = 0xff;
 
-/// ESR bit 2: send accept error (SDM 11.5.3, Figure 11-9).
-pub const ESR_SEND_ACCEPT: u32 = 1 << 2;
-/// ESR bit 3: receive accept error.
-pub const ESR_RECEIVE_ACCEPT: u32 = 1 << 3;
+// ESR (SDM 11.5.3, Figure 11-9). Not modelled, so not named: bits 2 and 3 (send and
+// receive accept errors, which need the APIC bus) and bit 7 (illegal register address,
+// xAPIC only: x2APIC raises #GP instead).
 /// ESR bit 4: redirectable (lowest-priority) IPI not supported.
 pub const ESR_REDIRECTABLE_IPI: u32 = 1 << 4;
 /// ESR bit 5: send illegal vector (an ICR or SELF_IPI write carried a vector 0-15).
 pub const ESR_SEND_ILLEGAL_VECTOR: u32 = 1 << 5;
 /// ESR bit 6: receive illegal vector (a message or local source carried a vector 0-15).
 pub const ESR_RECEIVE_ILLEGAL_VECTOR: u32 = 1 << 6;
-/// ESR bit 7: illegal register address (xAPIC only; x2APIC raises #GP instead).
-pub const ESR_ILLEGAL_REGISTER: u32 = 1 << 7;
 
 /// Vectors below this are illegal for fixed and lowest-priority delivery (SDM 11.5.2).
 pub const FIRST_LEGAL_VECTOR: u8 = 16;
@@ -665,7 +662,7 @@ mod tests {
         // ESR: not visible until written (write-then-read).
         assert_eq!(a.esr(), 0);
         a.latch_esr();
-        assert_eq!(a.esr(), ESR_RECEIVE_ILLEGAL_VECTOR);
+        assert_eq!(a.esr(), 0x40, "ESR bit 6 (SDM 11.5.3)");
         a.latch_esr();
         assert_eq!(a.esr(), 0);
     }
@@ -797,6 +794,33 @@ mod tests {
             a.raise_local(LvtSource::Thermal),
             DeliveryOutcome::Ignored(IgnoreReason::ReservedDeliveryMode)
         );
+        // LINT1 without the trigger bit is edge: its vector stays out of the TMR.
+        a.lvt[LvtSource::Lint1.index()] = 0x71;
+        assert_eq!(
+            a.raise_local(LvtSource::Lint1),
+            DeliveryOutcome::Fixed(AcceptOutcome::Accepted)
+        );
+        assert!(!a.tmr().contains(Vector(0x71)));
+    }
+
+    #[test]
+    fn each_local_source_has_its_own_lvt_entry() {
+        let mut a = apic();
+        for (k, source) in LvtSource::ALL.into_iter().enumerate() {
+            a.lvt[source.index()] = 0x40 + k as u32;
+        }
+        for (k, source) in LvtSource::ALL.into_iter().enumerate() {
+            assert_eq!(a.lvt(source), 0x40 + k as u32, "{source:?}");
+        }
+    }
+
+    #[test]
+    fn spurious_vector_is_svr_bits_7_0() {
+        let mut a = apic();
+        a.svr = 0x13ff;
+        assert_eq!(a.spurious_vector(), Vector(0xff));
+        a.svr = 0x1100 | 0x27;
+        assert_eq!(a.spurious_vector(), Vector(0x27));
     }
 
     #[test]

@@ -24,8 +24,7 @@
 use crate::icr::{ipi_from_icr, Icr, IpiDropReason, IpiMessage, ICR_DELIVERY_STATUS};
 use crate::lapic::{
     AcceptOutcome, EoiOutcome, LocalApic, LvtSource, ESR_REDIRECTABLE_IPI, ESR_SEND_ILLEGAL_VECTOR,
-    FIRST_LEGAL_VECTOR, SVR_APIC_ENABLE, SVR_FOCUS_DISABLE, SVR_SUPPRESS_EOI_BROADCAST,
-    SVR_VECTOR_MASK,
+    FIRST_LEGAL_VECTOR, SVR_APIC_ENABLE,
 };
 use crate::timer::{TimerMode, DCR_VALID_BITS, LVT_MASKED};
 use sim_core::{SimTime, Vector};
@@ -60,19 +59,26 @@ pub const MSR_TSC_DEADLINE: u32 = 0x6e0;
 /// The version register: version 0x15 (an integrated APIC; the value recent Xeons
 /// report, assumption), max LVT entry 6 (seven entries including CMCI) in bits 23:16,
 /// and bit 24: EOI-broadcast suppression supported (SDM 11.4.8).
-pub const APIC_VERSION: u32 = 0x15 | (6 << 16) | (1 << 24);
+pub const APIC_VERSION: u32 = 0x0106_0015;
 
-/// Writable bits of SVR: vector, APIC enable, focus disable, suppress EOI broadcast.
-const SVR_WRITABLE: u64 =
-    (SVR_VECTOR_MASK | SVR_APIC_ENABLE | SVR_FOCUS_DISABLE | SVR_SUPPRESS_EOI_BROADCAST) as u64;
+// Masks are written as literals (the fields they join are in each comment) and checked
+// bit by bit against the SDM figures by the tests `lvt_fields_bit_by_bit`,
+// `reserved_bits_fault` and `identification_registers`.
+
+/// Writable bits of SVR: vector (7:0), APIC enable (8), focus disable (9), suppress EOI
+/// broadcast (12).
+const SVR_WRITABLE: u64 = 0x13ff;
 /// Read-only LVT bits: delivery status (12) and Remote IRR (14).
-const LVT_RO: u64 = (1 << 12) | (1 << 14);
-const LVT_DM: u64 = 0x7 << 8;
-/// Writable bits per LVT kind (SDM Figure 11-8).
-const LVT_TIMER_WRITABLE: u64 = 0xff | (1 << 16) | (0x3 << 17);
-const LVT_BASIC_WRITABLE: u64 = 0xff | LVT_DM | (1 << 16); // CMCI, thermal, PMI
-const LVT_LINT_WRITABLE: u64 = 0xff | LVT_DM | (1 << 13) | (1 << 15) | (1 << 16);
-const LVT_ERROR_WRITABLE: u64 = 0xff | (1 << 16);
+const LVT_RO: u64 = 0x5000;
+/// Writable bits per LVT kind (SDM Figure 11-8). Timer: vector, mask (16), timer mode
+/// (18:17).
+const LVT_TIMER_WRITABLE: u64 = 0x7_00ff;
+/// CMCI, thermal, PMI: vector, delivery mode (10:8), mask.
+const LVT_BASIC_WRITABLE: u64 = 0x1_07ff;
+/// LINT0, LINT1: vector, delivery mode, polarity (13), trigger (15), mask.
+const LVT_LINT_WRITABLE: u64 = 0x1_a7ff;
+/// Error: vector, mask.
+const LVT_ERROR_WRITABLE: u64 = 0x1_00ff;
 
 /// Result of an RDMSR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -409,7 +415,7 @@ impl LocalApic {
 mod tests {
     use super::*;
     use crate::icr::{DeliveryMode, DestMode, Shorthand, TriggerMode};
-    use crate::lapic::{RejectReason, ESR_RECEIVE_ILLEGAL_VECTOR};
+    use crate::lapic::RejectReason;
     use sim_core::ApicId;
 
     const T0: SimTime = SimTime(0);
@@ -433,6 +439,87 @@ mod tests {
         assert_eq!(read(&a, MSR_VERSION), 0x0106_0015);
         assert_eq!(read(&a, MSR_LDR), 0x0002_0020);
         assert_eq!(read(&a, MSR_SVR), 0x1ff);
+    }
+
+    /// SDM Figure 11-8, bit by bit for every LVT: writable fields read back, delivery
+    /// status (12) and Remote IRR (14) are read-only (written, ignored), anything else
+    /// is reserved and raises #GP (11.12.1.3).
+    #[test]
+    fn lvt_fields_bit_by_bit() {
+        const VECTOR: u64 = 0xff;
+        const MODE: u64 = 0x700;
+        const POLARITY: u64 = 1 << 13;
+        const TRIGGER: u64 = 1 << 15;
+        const MASK: u64 = 1 << 16;
+        const TIMER_MODE: u64 = 0x3 << 17;
+        let kinds = [
+            (MSR_LVT_CMCI, VECTOR | MODE | MASK),
+            (MSR_LVT_THERMAL, VECTOR | MODE | MASK),
+            (MSR_LVT_PMI, VECTOR | MODE | MASK),
+            (MSR_LVT_LINT0, VECTOR | MODE | POLARITY | TRIGGER | MASK),
+            (MSR_LVT_LINT1, VECTOR | MODE | POLARITY | TRIGGER | MASK),
+            (MSR_LVT_ERROR, VECTOR | MASK),
+            (MSR_LVT_TIMER, VECTOR | MASK | TIMER_MODE),
+        ];
+        for (msr, writable) in kinds {
+            for bit in 0..32 {
+                let mut a = apic(1);
+                let value = 1u64 << bit;
+                let fx = a.wrmsr(T0, msr, value);
+                if writable & value != 0 {
+                    assert!(!fx.faulted(), "{msr:#x} bit {bit} is writable");
+                    assert_eq!(read(&a, msr), value, "{msr:#x} bit {bit} reads back");
+                } else if bit == 12 || bit == 14 {
+                    assert!(
+                        !fx.faulted(),
+                        "{msr:#x} bit {bit} is read-only, not reserved"
+                    );
+                    assert_eq!(read(&a, msr), 0, "{msr:#x} bit {bit} is not stored");
+                } else {
+                    assert!(fx.faulted(), "{msr:#x} bit {bit} is reserved");
+                }
+            }
+        }
+        // SVR (SDM 11.9): vector, APIC enable (8), focus disable (9), suppress EOI
+        // broadcast (12, offered by APIC_VERSION bit 24).
+        for bit in 0..64 {
+            let mut a = apic(1);
+            let value = 1u64 << bit;
+            let fx = a.wrmsr(T0, MSR_SVR, value);
+            if 0x13ff & value != 0 {
+                assert!(!fx.faulted(), "SVR bit {bit}");
+                assert_eq!(read(&a, MSR_SVR), value, "SVR bit {bit}");
+            } else {
+                assert!(fx.faulted(), "SVR bit {bit} is reserved");
+            }
+        }
+    }
+
+    #[test]
+    fn effects_hold_what_was_pushed() {
+        let e = ApicEffects::one(gp(MSR_TPR));
+        assert!(!e.is_empty());
+        assert_eq!(e.len(), 1);
+        assert!(e.contains(&gp(MSR_TPR)));
+        assert!(!e.contains(&gp(MSR_EOI)));
+        assert!(ApicEffects::default().is_empty());
+        assert!(!ApicEffects::default().contains(&gp(MSR_TPR)));
+    }
+
+    /// Only ICR and IA32_TSC_DEADLINE are 64-bit; a write of bits 63:32 to any other
+    /// x2APIC MSR raises #GP, including registers with no field check of their own.
+    #[test]
+    fn upper_half_is_reserved_outside_icr_and_tsc_deadline() {
+        let mut a = apic(1);
+        assert_eq!(
+            a.wrmsr(T0, MSR_TIMER_INITIAL, 1 << 32).to_vec(),
+            vec![gp(MSR_TIMER_INITIAL)]
+        );
+        // TSC-deadline mode: the MSR is ignored in the other timer modes (SDM 11.5.4.1).
+        let _ = a.wrmsr(T0, MSR_LVT_TIMER, 0xec | 2 << 17);
+        assert!(!a.wrmsr(T0, MSR_TSC_DEADLINE, 1 << 40).faulted());
+        assert_eq!(read(&a, MSR_TSC_DEADLINE), 1 << 40);
+        assert!(!a.wrmsr(T0, MSR_ICR, 0x30 | 1 << 32).faulted());
     }
 
     #[test]
@@ -490,6 +577,9 @@ mod tests {
         assert!(a.wrmsr(T0, MSR_TPR, 0x100).faulted());
         assert!(a.wrmsr(T0, MSR_TPR, 1 << 32).faulted());
         assert!(a.wrmsr(T0, MSR_SVR, 0x1ff | 1 << 10).faulted());
+        // Bits 9 (focus disable) and 12 (suppress EOI broadcast) are writable (SDM 11.9).
+        assert!(!a.wrmsr(T0, MSR_SVR, 0x13ff).faulted());
+        assert_eq!(read(&a, MSR_SVR), 0x13ff);
         assert!(
             a.wrmsr(T0, MSR_LVT_ERROR, 0x700).faulted(),
             "error LVT has no delivery mode"
@@ -517,6 +607,7 @@ mod tests {
         assert_eq!(a.acknowledge(), Some(Vector(0x80)));
         assert!(a.wrmsr(T0, MSR_TPR, 0x35).is_empty());
         assert_eq!(read(&a, MSR_TPR), 0x35);
+        assert_eq!(a.tpr(), 0x35);
         assert_eq!(read(&a, MSR_PPR), 0x80);
         assert_eq!(read(&a, MSR_IRR0 + 1), 1 << 1); // vector 0x21 is bit 1 of word 1
         assert_eq!(read(&a, MSR_ISR0 + 4), 1); // vector 0x80 is bit 0 of word 4
@@ -549,9 +640,40 @@ mod tests {
             "only 0 may be written"
         );
         assert!(a.wrmsr(T0, MSR_ESR, 0).is_empty());
-        assert_eq!(read(&a, MSR_ESR), ESR_RECEIVE_ILLEGAL_VECTOR as u64);
+        assert_eq!(
+            read(&a, MSR_ESR),
+            0x40,
+            "ESR bit 6: receive illegal vector (SDM 11.5.3)"
+        );
         let _ = a.wrmsr(T0, MSR_ESR, 0);
         assert_eq!(read(&a, MSR_ESR), 0);
+    }
+
+    /// An error LVT with a vector below 16 cannot deliver: the error is still logged,
+    /// with "receive illegal vector" added (SDM 11.5.3). Vector 16 is legal.
+    #[test]
+    fn error_lvt_with_an_illegal_vector() {
+        let mut a = apic(1);
+        let _ = a.wrmsr(T0, MSR_LVT_ERROR, 0x0f);
+        let fx = a.wrmsr(T0, MSR_SELF_IPI, 0x05);
+        assert!(fx.contains(&ApicEffect::ErrorLogged {
+            esr_bits: 0x20,
+            interrupt: None
+        }));
+        assert_eq!(a.deliverable(), None);
+        let _ = a.wrmsr(T0, MSR_ESR, 0);
+        assert_eq!(read(&a, MSR_ESR), 0x60, "bits 5 and 6");
+
+        let mut a = apic(1);
+        let _ = a.wrmsr(T0, MSR_LVT_ERROR, 0x10);
+        let fx = a.wrmsr(T0, MSR_SELF_IPI, 0x05);
+        assert!(fx.contains(&ApicEffect::ErrorLogged {
+            esr_bits: 0x20,
+            interrupt: Some(Vector(0x10))
+        }));
+        assert_eq!(a.deliverable(), Some(Vector(0x10)));
+        let _ = a.wrmsr(T0, MSR_ESR, 0);
+        assert_eq!(read(&a, MSR_ESR), 0x20);
     }
 
     #[test]
@@ -570,7 +692,7 @@ mod tests {
         }));
         assert_eq!(a.deliverable(), Some(Vector(0xfe)));
         let _ = a.wrmsr(T0, MSR_ESR, 0);
-        assert_eq!(read(&a, MSR_ESR), ESR_SEND_ILLEGAL_VECTOR as u64);
+        assert_eq!(read(&a, MSR_ESR), 0x20, "ESR bit 5: send illegal vector");
     }
 
     #[test]
@@ -615,7 +737,8 @@ mod tests {
             Shorthand::None,
             0x0002_0003,
         );
-        let fx = a.wrmsr(T0, MSR_ICR, icr.0 | ICR_DELIVERY_STATUS);
+        // Bit 12 (delivery status) is ignored on WRMSR in x2APIC mode (SDM 11.12.9).
+        let fx = a.wrmsr(T0, MSR_ICR, icr.0 | (1 << 12));
         let ApicEffect::SendIpi(msg) = fx.to_vec()[0] else {
             panic!("{fx:?}")
         };
@@ -664,7 +787,8 @@ mod tests {
         let _ = a.wrmsr(T0, MSR_ESR, 0);
         assert_eq!(
             read(&a, MSR_ESR),
-            (ESR_SEND_ILLEGAL_VECTOR | ESR_REDIRECTABLE_IPI) as u64
+            0x30,
+            "ESR bits 5 and 4: illegal vector, redirectable IPI"
         );
     }
 
@@ -707,6 +831,8 @@ mod tests {
             a.rdmsr(SimTime(500_000), MSR_TIMER_CURRENT),
             MsrRead::Value(13)
         );
+        assert_eq!(a.timer_current_count(SimTime(500_000)), 13);
+        assert_eq!(a.timer_current_count(SimTime(120_000)), 22);
         assert_eq!(a.timer_fire(us(1)), Some(Vector(0xec)));
         assert_eq!(a.deliverable(), Some(Vector(0xec)));
         assert_eq!(a.timer_next_fire(), Some(us(2)));
