@@ -812,6 +812,25 @@ mod tests {
                 outcome: AcceptOutcome::AlreadyPending
             }]
         );
+        // Vector 16 is the first legal one (SDM 11.5.2).
+        let fx = a.wrmsr(T0, MSR_SELF_IPI, 0x10);
+        assert_eq!(
+            fx.to_vec(),
+            vec![ApicEffect::SelfIpi {
+                vector: Vector(0x10),
+                outcome: AcceptOutcome::Accepted
+            }]
+        );
+    }
+
+    /// A software-disabled APIC masks an LVT timer entry written as unmasked
+    /// (SDM 11.4.7.2), as it does the other LVTs.
+    #[test]
+    fn software_disabled_apic_masks_the_timer_lvt() {
+        let mut a = apic(1);
+        let _ = a.wrmsr(T0, MSR_SVR, 0xff);
+        let _ = a.wrmsr(T0, MSR_LVT_TIMER, 0xec | 1 << 17);
+        assert_eq!(read(&a, MSR_LVT_TIMER), 0x1_00ec | 1 << 17);
     }
 
     #[test]

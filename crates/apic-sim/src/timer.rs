@@ -84,6 +84,9 @@ struct Run {
     start_count: u32,
     /// How many expiries of this run have been consumed (fired or lost while masked).
     consumed: u64,
+    /// An expiry of an earlier run (before a divide change or a switch to one-shot)
+    /// that fell due and has not been consumed yet: when it fell due.
+    owed: Option<SimTime>,
 }
 
 /// The timer registers and countdown state of one local APIC.
@@ -214,11 +217,12 @@ impl ApicTimer {
             }
             TimerMode::OneShot => {
                 let run = self.run?;
-                (run.consumed == 0).then(|| self.expiry(&run, 0)).flatten()
+                run.owed
+                    .or_else(|| (run.consumed == 0).then(|| self.expiry(&run, 0)).flatten())
             }
             TimerMode::Periodic => {
                 let run = self.run?;
-                self.expiry(&run, run.consumed)
+                run.owed.or_else(|| self.expiry(&run, run.consumed))
             }
         }
     }
@@ -237,7 +241,11 @@ impl ApicTimer {
             TimerMode::OneShot | TimerMode::Periodic => {
                 let Some(mut run) = self.run else { return 0 };
                 let due = self.expiries_by(&run, now);
-                let n = due.saturating_sub(run.consumed);
+                let owed = run.owed.is_some_and(|t| t <= now);
+                if owed {
+                    run.owed = None;
+                }
+                let n = due.saturating_sub(run.consumed) + owed as u64;
                 run.consumed = run.consumed.max(due);
                 if self.mode() == TimerMode::OneShot && run.consumed > 0 {
                     // The count stays at 0; the initial-count register keeps its value.
@@ -279,17 +287,35 @@ impl ApicTimer {
     }
 
     /// The running countdown restated as starting at the last count boundary at or
-    /// before `now`, with the count it had there (`None` if it has reached 0).
+    /// before `now`, with the count it had there, and carrying an expiry that fell due
+    /// and was not consumed yet. `None` if it has reached 0 and owes nothing.
     fn rebased(&self, now: SimTime) -> Option<Run> {
         let run = self.run?;
+        let owed = run.owed.or_else(|| {
+            (self.expiries_by(&run, now) > run.consumed)
+                .then(|| self.expiry(&run, run.consumed))
+                .flatten()
+        });
         let ticks = self.clock.cycles_in(now.since(run.start)) / self.divide();
         let count = self.current_count(now);
         let ps = ps_for_cycles(self.clock, ticks as u128 * self.divide() as u128)?;
-        (count != 0).then_some(Run {
-            start: SimTime(run.start.0 + ps),
-            start_count: count,
-            consumed: 0,
-        })
+        let start = SimTime(run.start.0 + ps);
+        if count != 0 {
+            Some(Run {
+                start,
+                start_count: count,
+                consumed: 0,
+                owed,
+            })
+        } else {
+            // A one-shot at 0: nothing more to count, only the owed expiry to fire.
+            owed.map(|t| Run {
+                start,
+                start_count: 1,
+                consumed: 1,
+                owed: Some(t),
+            })
+        }
     }
 
     /// Forces the mask bit (software disable, SDM 11.4.7.2).
@@ -308,19 +334,16 @@ impl ApicTimer {
             start: now,
             start_count: value,
             consumed: 0,
+            owed: None,
         });
     }
 
-    /// Writes the divide configuration register (caller checked reserved bits).
+    /// Writes the divide configuration register (caller checked reserved bits). A
+    /// running count continues from where it is at the new rate; an expiry already due
+    /// stays due.
     pub fn write_divide(&mut self, now: SimTime, value: u32) {
-        let due = self.next_expiry().is_some_and(|t| t <= now);
-        if self.run.is_some() && !due {
-            self.run = self.rebased(now);
-            self.dcr = value;
-        } else {
-            // Not running, or an expiry is due and re-basing would lose it.
-            self.dcr = value;
-        }
+        self.run = self.rebased(now);
+        self.dcr = value;
     }
 
     /// Writes IA32_TSC_DEADLINE: ignored outside TSC-deadline mode; 0 disarms.
@@ -474,5 +497,90 @@ mod tests {
         assert_eq!(t.next_fire(), Some(ns(800)));
         assert_eq!(t.fire(ns(800)), Some(Vector(0x40)));
         assert_eq!(t.next_fire(), None);
+    }
+
+    #[test]
+    fn divide_register_reads_back() {
+        let mut t = timer();
+        assert_eq!(t.divide_config(), 0, "reset: divide by 2");
+        t.write_divide(ns(0), 0b1010);
+        assert_eq!(t.divide_config(), 0b1010);
+    }
+
+    /// The rebase after a divide change counts whole ticks of the old divisor.
+    #[test]
+    fn divide_change_from_a_divisor_above_one() {
+        let mut t = timer();
+        t.write_lvt(ns(0), PERIODIC);
+        t.write_divide(ns(0), 0b0000); // 80 ns per count
+        t.write_initial(ns(0), 10); // 800 ns period
+        t.write_divide(ns(250), 0b1011); // 3 counts gone, 7 left at 40 ns each
+        assert_eq!(t.current_count(ns(250)), 7);
+        assert_eq!(t.next_fire(), Some(ns(240 + 7 * 40)));
+        assert_eq!(t.fire(ns(520)), Some(Vector(0x40)));
+        // The next period reloads the full initial count at the new rate: 400 ns.
+        assert_eq!(t.next_fire(), Some(ns(920)));
+        assert_eq!(
+            t.current_count(ns(600)),
+            8,
+            "2 of 10 counts into the second period"
+        );
+    }
+
+    #[test]
+    fn one_shot_past_its_expiry_reads_zero_before_the_engine_fires() {
+        let mut t = timer();
+        t.write_lvt(ns(0), ONE_SHOT);
+        t.write_divide(ns(0), 0b1011);
+        t.write_initial(ns(0), 10);
+        assert_eq!(t.current_count(ns(400)), 0);
+        assert_eq!(t.current_count(ns(1000)), 0);
+    }
+
+    /// A one-shot timer that has fired stays stopped: switching it to periodic does not
+    /// restart it (the count is 0 until the initial count is written again).
+    #[test]
+    fn a_fired_one_shot_stays_stopped_in_periodic_mode() {
+        let mut t = timer();
+        t.write_lvt(ns(0), ONE_SHOT);
+        t.write_divide(ns(0), 0b1011);
+        t.write_initial(ns(0), 10);
+        assert_eq!(t.fire(ns(400)), Some(Vector(0x40)));
+        t.write_lvt(ns(500), PERIODIC);
+        assert_eq!(t.next_fire(), None);
+        assert_eq!(t.current_count(ns(900)), 0);
+    }
+
+    #[test]
+    fn a_deadline_not_yet_reached_is_kept_by_an_early_call() {
+        let mut t = timer();
+        t.write_lvt(ns(0), DEADLINE);
+        t.write_deadline(5_000);
+        assert_eq!(t.fire(ns(4_999)), None);
+        assert_eq!(t.tsc_deadline(), 5_000);
+        assert_eq!(t.next_fire(), Some(ns(5_000)));
+    }
+
+    /// An expiry that is due but not yet fired survives an LVT rewrite (a new vector,
+    /// the same mode) and a divide change: neither may restart the period.
+    #[test]
+    fn a_due_expiry_survives_lvt_and_divide_writes() {
+        let periodic = || {
+            let mut t = timer();
+            t.write_lvt(ns(0), PERIODIC);
+            t.write_divide(ns(0), 0b1011);
+            t.write_initial(ns(0), 10); // due at 400 ns
+            t
+        };
+        let mut t = periodic();
+        t.write_lvt(ns(450), PERIODIC | 0x01);
+        assert_eq!(t.next_fire(), Some(ns(400)));
+        assert_eq!(t.fire(ns(450)), Some(Vector(0x41)));
+        assert_eq!(t.next_fire(), Some(ns(800)));
+
+        let mut t = periodic();
+        t.write_divide(ns(450), 0b0000);
+        assert_eq!(t.next_fire(), Some(ns(400)));
+        assert_eq!(t.fire(ns(450)), Some(Vector(0x40)));
     }
 }

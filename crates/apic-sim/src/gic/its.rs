@@ -584,4 +584,99 @@ mod tests {
             })
         ));
     }
+
+    /// GICv3 12.19.19 (GITS_TYPER): Physical (bit 0), ID_bits (12:8) and Devbits
+    /// (17:13) as the number of bits minus one, HCC (31:24) saturating at 255.
+    #[test]
+    fn typer_fields_by_hand() {
+        let cfg = ItsConfig {
+            device_id_bits: 20,
+            event_id_bits: 10,
+            collections: 300,
+            ..ItsConfig::default()
+        };
+        assert_eq!(cfg.typer(), 0xff02_6901);
+        let cfg = ItsConfig {
+            device_id_bits: 1,
+            event_id_bits: 32,
+            collections: 16,
+            ..ItsConfig::default()
+        };
+        assert_eq!(cfg.typer(), 0x1000_1f01);
+        assert_eq!(Its::new(cfg.clone()).unwrap().config(), &cfg);
+    }
+
+    #[test]
+    fn itt_sizes_from_one_bit_to_event_id_bits() {
+        let mut its = its();
+        let max = its.config().event_id_bits;
+        assert!(its.mapd(2, Some(max)).is_ok());
+        assert!(its.mapd(3, Some(1)).is_ok());
+        for bad in [0, max + 1] {
+            assert!(
+                matches!(
+                    its.mapd(4, Some(bad)),
+                    Err(GicError::InvalidConfig {
+                        field: "itt_bits",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn mapi_raises_the_lpi_of_the_event_number() {
+        let mut its = its();
+        its.mapd(7, Some(14)).unwrap();
+        its.mapi(7, 8200, 0).unwrap();
+        assert_eq!(
+            its.translate(SimTime::ZERO, 7, 8200).result,
+            ItsResult::Lpi {
+                intid: 8200,
+                cpu: CpuId(0)
+            }
+        );
+        assert!(matches!(
+            its.mapi(7, 5, 0),
+            Err(GicError::NotAnLpi { intid: 5, .. })
+        ));
+    }
+
+    /// A MAPD that replaces a device's ITT drops its cached translations with it.
+    #[test]
+    fn remapping_a_device_forgets_its_cached_translations() {
+        let mut its = its();
+        let _ = its.translate(SimTime::ZERO, 1, 0);
+        its.mapd(1, Some(2)).unwrap();
+        assert_eq!(
+            its.translate(SimTime::ZERO, 1, 0).result,
+            ItsResult::Dropped(ItsDropReason::EventNotMapped)
+        );
+    }
+
+    /// Each write is counted once, as a hit or a miss; a cache of two entries holds two
+    /// translations and evicts the least recently used for a third.
+    #[test]
+    fn hits_misses_and_a_two_entry_cache() {
+        let mut its = its();
+        its.mapti(1, 1, 8193, 0).unwrap();
+        its.mapti(1, 2, 8194, 0).unwrap();
+        let mut t = |ev| its.translate(SimTime::ZERO, 1, ev).result;
+        for ev in [0, 1, 0, 1] {
+            assert!(matches!(t(ev), ItsResult::Lpi { .. }));
+        }
+        let _ = t(2); // evicts event 0, the least recently used
+        let _ = t(1);
+        let _ = t(0);
+        let c = its.counters();
+        assert_eq!((c.writes, c.translated), (7, 7));
+        assert_eq!((c.cache_misses, c.cache_hits), (4, 3));
+        let _ = its.translate(SimTime::ZERO, 1, 3);
+        let _ = its.translate(SimTime::ZERO, 1, 3);
+        let c = its.counters();
+        assert_eq!(c.dropped[&ItsDropReason::EventNotMapped], 2);
+        assert_eq!((c.writes, c.cache_misses), (9, 6));
+    }
 }

@@ -32,7 +32,7 @@ pub const GICR_PROPBASER: u64 = 0x0070;
 /// GICR_PENDBASER, offset 0x0078: the LPI pending table.
 pub const GICR_PENDBASER: u64 = 0x0078;
 /// LPI configuration byte: enable, bit 0.
-pub const LPI_CFG_ENABLE: u8 = 1 << 0;
+pub const LPI_CFG_ENABLE: u8 = 1;
 /// LPI configuration byte: bit 1 is RES1.
 pub const LPI_CFG_RES1: u8 = 1 << 1;
 /// LPI configuration byte: priority, bits \[7:2\] (the two low priority bits are 0).
@@ -444,5 +444,64 @@ mod tests {
         }
         .validate()
         .is_err());
+    }
+
+    #[test]
+    fn counts_of_pending_merged_and_active() {
+        let t = table();
+        let mut r = Redistributor::new(CpuId(4));
+        assert_eq!(r.cpu(), CpuId(4));
+        r.set_enable_lpis(true);
+        assert!(!r.is_pending(8192));
+        let _ = r.set_pending(8192, &t);
+        let _ = r.set_pending(8193, &t);
+        assert_eq!(r.set_pending(8192, &t), PendOutcome::Merged);
+        assert!(r.is_pending(8192) && r.is_pending(8193) && !r.is_pending(8194));
+        assert_eq!((r.pending_count(), r.active_count()), (2, 0));
+        assert_eq!(r.acknowledge(), 8193);
+        assert_eq!((r.pending_count(), r.active_count()), (1, 1));
+        let c = r.counters();
+        assert_eq!(
+            (c.forwarded, c.pended, c.merged, c.acknowledged),
+            (3, 2, 1, 1)
+        );
+    }
+
+    /// An EOI for an interrupt that is active but not the most recent one deactivates
+    /// it and leaves the newer one running (software should drop priorities in the
+    /// reverse order of acknowledgement; the model counts the error).
+    #[test]
+    fn an_out_of_order_eoi_leaves_the_newer_interrupt_running() {
+        let t = table();
+        let mut r = Redistributor::new(CpuId(0));
+        r.set_enable_lpis(true);
+        let _ = r.set_pending(8192, &t);
+        assert_eq!(r.acknowledge(), 8192);
+        let _ = r.set_pending(8193, &t);
+        assert_eq!(r.acknowledge(), 8193, "0x80 preempts 0xa0");
+        assert_eq!(r.eoi(8192), EoiOutcome::OutOfOrder);
+        assert_eq!((r.active_count(), r.running_priority()), (1, 0x80));
+        assert_eq!(r.eoi(8193), EoiOutcome::PriorityDropped);
+        assert_eq!(r.eoi(8193), EoiOutcome::Ignored);
+        assert_eq!(r.eoi(INTID_SPURIOUS), EoiOutcome::Ignored);
+        let c = r.counters();
+        assert_eq!(
+            (c.eois, c.eoi_errors),
+            (1, 2),
+            "the special INTID is not an error"
+        );
+    }
+
+    #[test]
+    fn cpu_interface_costs() {
+        let costs = GicCpuCosts {
+            iar_read_cycles: 100.0,
+            eoir_write_cycles: 60.0,
+            signal_ns: 12.5,
+        };
+        let cpu = Freq::from_mhz(2000).unwrap();
+        assert_eq!(costs.iar_read(cpu), Duration::from_ns(50));
+        assert_eq!(costs.eoir_write(cpu), Duration::from_ns(30));
+        assert_eq!(costs.signal(), Duration::from_ps(12_500));
     }
 }
