@@ -698,10 +698,8 @@ impl System {
                     .queue
                     .advance(now, &mut n.rng, &mut effects);
                 let source = n.queues[queue as usize].source;
-                for e in &effects {
-                    if let NicEffect::Msi { .. } = e {
-                        self.raise_msi(now, source);
-                    }
+                for NicEffect::Msi { .. } in &effects {
+                    self.raise_msi(now, source);
                 }
                 self.io.nic_effects = effects;
             }

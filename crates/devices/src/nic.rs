@@ -221,18 +221,14 @@ pub enum TxOutcome {
     RingFull,
 }
 
-/// Something the queue did that the engine routes or records.
+/// Something the queue did that the engine routes. Packets dropped at a full RX ring
+/// and transmissions refused at a full TX ring are counted in [`NicCounters`], not
+/// returned one by one: a burst into a full ring would otherwise cost memory per
+/// packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NicEffect {
     /// The queue's MSI-X vector fired; the vector is now masked.
     Msi { at: SimTime },
-    /// An arrival found the RX ring full.
-    RxDropped {
-        at: SimTime,
-        reason: PacketDropReason,
-    },
-    /// A generated TX packet found the TX ring full.
-    TxRejected { at: SimTime },
 }
 
 /// What a poll did.
@@ -422,15 +418,13 @@ impl NicQueue {
             };
             match kind {
                 0 => {
-                    if let RxOutcome::Dropped(reason) = self.rx_packet(t) {
-                        out.push(NicEffect::RxDropped { at: t, reason });
-                    }
+                    // A drop is counted by rx_packet.
+                    let _ = self.rx_packet(t);
                     self.next_rx = self.rx_gen.as_mut().and_then(|g| g.next_arrival(rng));
                 }
                 1 => {
-                    if self.transmit(t) == TxOutcome::RingFull {
-                        out.push(NicEffect::TxRejected { at: t });
-                    }
+                    // A full ring is counted by transmit.
+                    let _ = self.transmit(t);
                     self.next_tx = self.tx_gen.as_mut().and_then(|g| g.next_arrival(rng));
                 }
                 2 => {
