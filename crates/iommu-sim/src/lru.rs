@@ -220,6 +220,11 @@ mod tests {
         let mut none: LruCache<u32, u32> = LruCache::new(0);
         none.fill(1, 1);
         assert_eq!(none.lookup(1), None);
+        assert!(none.is_empty());
+        assert_eq!((none.capacity(), c.capacity()), (0, 3));
+        assert!(!c.is_empty());
+        c.clear();
+        assert!(c.is_empty());
     }
 
     mod against_a_recency_list {

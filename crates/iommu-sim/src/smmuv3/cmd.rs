@@ -214,9 +214,10 @@ impl Command {
     pub fn encode(&self) -> [u64; 2] {
         let op = self.opcode() as u64;
         match *self {
-            Command::CfgiSte { sid, leaf } => {
-                [op | (sid as u64) << CFGI_SID_SHIFT, leaf as u64 * CFGI_LEAF]
-            }
+            Command::CfgiSte { sid, leaf } => [
+                op | (sid as u64) << CFGI_SID_SHIFT,
+                if leaf { CFGI_LEAF } else { 0 },
+            ],
             Command::CfgiSteRange { sid, range } => [
                 op | (sid as u64) << CFGI_SID_SHIFT,
                 range as u64 & CFGI_RANGE_MASK,
@@ -239,7 +240,7 @@ impl Command {
                     | (scale as u64 & 0x1f) << TLBI_SCALE_SHIFT
                     | (vmid as u64) << TLBI_VMID_SHIFT
                     | (asid as u64) << TLBI_ASID_SHIFT,
-                (leaf as u64 * TLBI_LEAF)
+                (if leaf { TLBI_LEAF } else { 0 })
                     | ((tg as u64 & 3) << TLBI_TG_SHIFT)
                     | (addr & TLBI_ADDR_MASK),
             ],
@@ -455,6 +456,86 @@ mod tests {
         // The opcode sits in the first 32-bit word, so a CMD_SYNC that the SMMU
         // overwrites with MSIData = 0 reads back as word 0 == 0 (what Linux polls).
         assert_ne!(s[0] as u32, 0);
+    }
+
+    /// Whole entries against IHI 0070 4.3-4.7 field by field, with every field at a
+    /// value that shows its width: fields wider than their slot are cut, not spread.
+    #[test]
+    fn entries_word_by_word() {
+        let cases = [
+            (
+                Command::CfgiSte {
+                    sid: 0x1234,
+                    leaf: true,
+                },
+                [0x0000_1234_0000_0003, 1],
+            ),
+            (
+                Command::CfgiSte {
+                    sid: 0x1234,
+                    leaf: false,
+                },
+                [0x0000_1234_0000_0003, 0],
+            ),
+            (
+                Command::CfgiSteRange {
+                    sid: 0x40,
+                    range: 0x25,
+                },
+                [0x0000_0040_0000_0004, 0x05],
+            ),
+            (
+                Command::TlbiNhAll { vmid: 0x77 },
+                [0x0000_0077_0000_0010, 0],
+            ),
+            (
+                Command::TlbiNhAsid {
+                    vmid: 0x12,
+                    asid: 0x3456,
+                },
+                [0x3456_0012_0000_0011, 0],
+            ),
+            (
+                Command::TlbiNhVa {
+                    vmid: 0x12,
+                    asid: 0x3456,
+                    addr: 0xdead_beef_f123,
+                    leaf: true,
+                    num: 0x3f,
+                    scale: 0x25,
+                    tg: 7,
+                },
+                [0x3456_0012_0051_f012, 0xdead_beef_fc01],
+            ),
+            (
+                Command::Sync {
+                    cs: SyncSignal::Sev,
+                    msi_addr: 0xff12_3456_7890_abcf,
+                    msi_data: 0xcafe,
+                },
+                [0x0000_cafe_0fc0_2046, 0x0012_3456_7890_abcc],
+            ),
+            (Command::TlbiNsnhAll, [0x30, 0]),
+        ];
+        for (cmd, words) in cases {
+            assert_eq!(cmd.encode(), words, "{cmd:?}");
+            assert_eq!(Command::decode(words).unwrap().encode(), words, "{cmd:?}");
+        }
+        // Decoding reads each field from its own bits only.
+        assert_eq!(
+            Command::decode([0x0000_1234_0000_0003, !1]),
+            Ok(Command::CfgiSte {
+                sid: 0x1234,
+                leaf: false
+            })
+        );
+        assert_eq!(
+            Command::decode([0x0000_0040_0000_0004, !0x1f | 0x05]),
+            Ok(Command::CfgiSteRange {
+                sid: 0x40,
+                range: 0x05
+            })
+        );
     }
 
     #[test]
