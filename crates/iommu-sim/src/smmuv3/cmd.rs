@@ -538,6 +538,14 @@ mod tests {
         );
     }
 
+    /// SMMU_CMDQ_CONS.ERR codes (IHI 0070 4.7 and 7.1).
+    #[test]
+    fn command_error_codes() {
+        assert_eq!(CommandError::Illegal.code(), 0x01);
+        assert_eq!(CommandError::FetchAbort.code(), 0x02);
+        assert_eq!(CommandError::AtcInvSync.code(), 0x03);
+    }
+
     #[test]
     fn undefined_opcode_and_reserved_cs_are_illegal() {
         assert_eq!(Command::decode([0x07, 0]), Err(CommandError::Illegal));

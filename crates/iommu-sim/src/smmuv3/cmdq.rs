@@ -660,6 +660,129 @@ mod tests {
         Duration::from_ns(x)
     }
 
+    /// Every cost field is checked, and a bad one is named.
+    #[test]
+    fn each_cost_field_is_validated_by_name() {
+        let tree = serde_json::to_value(CmdqCosts::default()).unwrap();
+        let fields: Vec<String> = tree.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(fields.len(), 11);
+        for field in fields {
+            let mut t = tree.clone();
+            t[&field] = serde_json::json!(-1.0);
+            let costs: CmdqCosts = serde_json::from_value(t).unwrap();
+            let err = costs.validate().unwrap_err();
+            assert!(
+                matches!(err, SmmuError::InvalidCost { table: "cmdq_costs", field: f, .. } if f == field),
+                "{field}: {err:?}"
+            );
+            let cfg = CmdqConfig {
+                costs,
+                ..CmdqConfig::default()
+            };
+            assert!(
+                cfg.validate().is_err(),
+                "the queue checks its costs: {field}"
+            );
+        }
+        assert!(CmdqCosts::default().validate().is_ok());
+        let nan = CmdqCosts {
+            sync_ns: f64::NAN,
+            ..CmdqCosts::default()
+        };
+        assert!(matches!(
+            nan.validate(),
+            Err(SmmuError::InvalidCost {
+                field: "sync_ns",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn queue_size_and_base_limits() {
+        let ok = CmdqConfig::default();
+        assert!(ok.validate().is_ok());
+        let at_max = CmdqConfig {
+            log2_entries: 19,
+            max_log2_entries: 19,
+            base: 1 << 30,
+            ..ok.clone()
+        };
+        assert!(at_max.validate().is_ok(), "16 MiB ring aligned to 1 GiB");
+        let e = CmdqConfig {
+            max_log2_entries: 20,
+            ..ok.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SmmuError::InvalidQueueSize {
+                    field: "max_log2_entries",
+                    value: 20,
+                    max: 19
+                }
+            ),
+            "{e:?}"
+        );
+        let e = CmdqConfig {
+            log2_entries: 9,
+            max_log2_entries: 8,
+            ..ok.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SmmuError::InvalidQueueSize {
+                    field: "log2_entries",
+                    value: 9,
+                    max: 8
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(CmdqConfig {
+            log2_entries: 8,
+            max_log2_entries: 8,
+            ..ok.clone()
+        }
+        .validate()
+        .is_ok());
+        // 256 entries of 16 bytes: the base must be 4 KiB aligned and below 2^56.
+        let e = CmdqConfig {
+            base: 0x8000_0800,
+            ..ok.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SmmuError::InvalidBaseAddress {
+                    field: "base",
+                    align: 4096,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(CmdqConfig {
+            base: 0x8000_1000,
+            ..ok.clone()
+        }
+        .validate()
+        .is_ok());
+        assert!(CmdqConfig {
+            base: 1 << 56,
+            ..ok
+        }
+        .validate()
+        .is_err());
+    }
+
     /// Runs the consumer until idle, returning every outcome with its time.
     fn drain(cq: &mut CommandQueue, mut now: SimTime) -> Vec<(SimTime, ConsumeOutcome)> {
         let mut out = Vec::new();
