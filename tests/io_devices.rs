@@ -219,3 +219,16 @@ fn a_relative_trace_path_resolves_against_the_scenario_folder() {
     assert_eq!(nic.rx_packets, 3, "{nic:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A trace path that is not a CSV file (here an endless device) is refused at its
+/// first line, and the message names the scenario field and the file.
+#[test]
+fn a_trace_of_dev_zero_is_refused_by_field_and_file() {
+    let text = "duration_us = 10\nmode = \"remapped\"\n[[nics]]\nrx = { kind = \"trace\", path = \"/dev/zero\" }\n";
+    let sc = Scenario::from_toml_str(text, "io.toml").unwrap();
+    let msg = System::new(&sc).err().expect("refused").to_string();
+    assert!(
+        msg.contains("nics[0].rx.path") && msg.contains("/dev/zero:1"),
+        "{msg}"
+    );
+}

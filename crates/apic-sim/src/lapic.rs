@@ -28,7 +28,7 @@ use sim_core::{ApicId, SimTime, Vector, VectorSet};
 pub const SVR_APIC_ENABLE: u32 = 1 << 8;
 /// SVR bit 9: focus processor checking disabled (not used by x2APIC parts; kept for
 /// reads that round-trip).
-pub const SVR_FOCUS_DISABLE: u32 = 1 << 9;
+pub const SVR_FOCUS_DISABLE: u32 = 0x200;
 /// SVR bit 12: suppress the EOI broadcast for level-triggered vectors (directed EOI).
 pub const SVR_SUPPRESS_EOI_BROADCAST: u32 = 1 << 12;
 /// SVR bits 7:0: the spurious vector.

@@ -338,7 +338,19 @@ impl ArrivalSpec {
                     Some(dir) if path.is_relative() => dir.join(path),
                     _ => path.clone(),
                 };
-                let trace = TraceArrival::load(&full, *rebase).map_err(DeviceError::from)?;
+                let trace = TraceArrival::load(&full, *rebase).map_err(|e| {
+                    // Name the scenario field first, then the file and line.
+                    let DeviceError::InvalidParameter {
+                        field: at,
+                        value,
+                        allowed,
+                    } = DeviceError::from(e);
+                    DeviceError::InvalidParameter {
+                        field: format!("{field}.path ({at})"),
+                        value,
+                        allowed,
+                    }
+                })?;
                 GenState::Trace { trace, next: 0 }
             }
         };

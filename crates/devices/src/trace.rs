@@ -23,6 +23,13 @@ use crate::DeviceError;
 
 /// Largest timestamp a trace may hold, ns: `u64` picoseconds end at 1.8e19 ps.
 pub const TRACE_MAX_NS: u64 = u64::MAX / 1_000 / 2;
+/// Largest trace file read, bytes (1 GiB): a bound on what a mistaken path (a device
+/// file, a disk image) can make the loader read.
+pub const TRACE_MAX_BYTES: u64 = 1 << 30;
+/// Longest line, bytes. A timestamp and a few ignored columns fit many times over.
+pub const TRACE_MAX_LINE_BYTES: usize = 4096;
+/// Most events a trace may hold (8 bytes each in memory: 800 MB).
+pub const TRACE_MAX_EVENTS: usize = 100_000_000;
 
 /// Why a trace file could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,6 +51,10 @@ pub enum TraceError {
     },
     #[error("{file}: the trace holds no timestamps")]
     Empty { file: PathBuf },
+    #[error("{file}:{line}: the line is longer than {TRACE_MAX_LINE_BYTES} bytes: is this a CSV file of timestamps?")]
+    LineTooLong { file: PathBuf, line: usize },
+    #[error("{file}: the trace is larger than {limit}: is this a CSV file of timestamps?")]
+    TooLarge { file: PathBuf, limit: String },
 }
 
 impl TraceError {
@@ -53,16 +64,18 @@ impl TraceError {
             TraceError::Unreadable { file, .. }
             | TraceError::NotATimestamp { file, .. }
             | TraceError::Decreasing { file, .. }
-            | TraceError::Empty { file } => file,
+            | TraceError::Empty { file }
+            | TraceError::LineTooLong { file, .. }
+            | TraceError::TooLarge { file, .. } => file,
         }
     }
 
     /// The 1-based line the error is about, if it is about one.
     pub fn line(&self) -> Option<usize> {
         match self {
-            TraceError::NotATimestamp { line, .. } | TraceError::Decreasing { line, .. } => {
-                Some(*line)
-            }
+            TraceError::NotATimestamp { line, .. }
+            | TraceError::Decreasing { line, .. }
+            | TraceError::LineTooLong { line, .. } => Some(*line),
             _ => None,
         }
     }
@@ -99,6 +112,18 @@ impl From<TraceError> for DeviceError {
                 "no timestamps".to_string(),
                 "at least one timestamp".to_string(),
             ),
+            TraceError::LineTooLong { line, .. } => (
+                format!("{file}:{line}"),
+                format!("a line of more than {TRACE_MAX_LINE_BYTES} bytes"),
+                "a CSV line with a timestamp in the first column".to_string(),
+            ),
+            TraceError::TooLarge { limit, .. } => (
+                file,
+                format!("more than {limit}"),
+                format!(
+                    "a trace of at most {TRACE_MAX_BYTES} bytes and {TRACE_MAX_EVENTS} timestamps"
+                ),
+            ),
         };
         DeviceError::InvalidParameter {
             field,
@@ -125,21 +150,73 @@ impl fmt::Debug for TraceArrival {
 }
 
 impl TraceArrival {
-    /// Reads and parses `path`; with `rebase`, the first timestamp becomes 0.
+    /// Reads and parses `path` as a stream, line by line; with `rebase`, the first
+    /// timestamp becomes 0. The file, each line and the event count are bounded
+    /// ([`TRACE_MAX_BYTES`], [`TRACE_MAX_LINE_BYTES`], [`TRACE_MAX_EVENTS`]), so a wrong
+    /// path such as `/dev/zero` is an error, not an endless read.
     pub fn load(path: &Path, rebase: bool) -> Result<TraceArrival, TraceError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TraceError::Unreadable {
+        let file = std::fs::File::open(path).map_err(|e| TraceError::Unreadable {
             file: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        TraceArrival::parse(path, &text, rebase)
+        TraceArrival::read(path, std::io::BufReader::new(file), rebase)
     }
 
     /// Parses CSV `text`; `file` only names the source in errors.
     pub fn parse(file: &Path, text: &str, rebase: bool) -> Result<TraceArrival, TraceError> {
+        TraceArrival::read(file, text.as_bytes(), rebase)
+    }
+
+    /// Parses CSV from `input` under the same bounds as [`load`](Self::load).
+    pub fn read(
+        file: &Path,
+        input: impl std::io::BufRead,
+        rebase: bool,
+    ) -> Result<TraceArrival, TraceError> {
+        TraceArrival::read_bounded(file, input, rebase, TRACE_MAX_BYTES)
+    }
+
+    fn read_bounded(
+        file: &Path,
+        input: impl std::io::BufRead,
+        rebase: bool,
+        max_bytes: u64,
+    ) -> Result<TraceArrival, TraceError> {
+        use std::io::BufRead;
+        let unreadable = |e: std::io::Error| TraceError::Unreadable {
+            file: file.to_path_buf(),
+            reason: e.to_string(),
+        };
+        // One byte past each bound tells "at the bound" from "past it".
+        let mut input = input.take(max_bytes + 1);
         let mut times: Vec<u64> = Vec::new();
         let mut seen_content = false;
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
+        let mut buf = Vec::with_capacity(64);
+        let mut line = 0;
+        loop {
+            buf.clear();
+            let n = std::io::Read::take(&mut input, TRACE_MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut buf)
+                .map_err(unreadable)?;
+            if n == 0 {
+                break;
+            }
+            line += 1;
+            if input.limit() == 0 {
+                return Err(TraceError::TooLarge {
+                    file: file.to_path_buf(),
+                    limit: format!("{max_bytes} bytes"),
+                });
+            }
+            let ended = buf.last() == Some(&b'\n');
+            if buf.len() > TRACE_MAX_LINE_BYTES && !(ended && buf.len() == TRACE_MAX_LINE_BYTES + 1)
+            {
+                return Err(TraceError::LineTooLong {
+                    file: file.to_path_buf(),
+                    line,
+                });
+            }
+            let raw = String::from_utf8_lossy(&buf);
             let trimmed = raw.trim();
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
@@ -168,6 +245,12 @@ impl TraceArrival {
                         previous,
                     });
                 }
+            }
+            if times.len() == TRACE_MAX_EVENTS {
+                return Err(TraceError::TooLarge {
+                    file: file.to_path_buf(),
+                    limit: format!("{TRACE_MAX_EVENTS} timestamps"),
+                });
             }
             times.push(value);
         }
@@ -230,6 +313,54 @@ mod tests {
         let t = parse("# capture 1\ntimestamp_ns,bytes\n\n100,64\n250,1500\n250\n").unwrap();
         assert_eq!(t.times_ns(), &[100, 250, 250]);
         assert_eq!(t.len(), 3);
+    }
+
+    /// `/dev/zero` (or any endless stream without newlines) stops at the first line's
+    /// bound instead of being read to the end.
+    #[test]
+    fn an_endless_stream_without_newlines_is_refused_at_line_one() {
+        let zeros = std::io::BufReader::new(std::io::repeat(0));
+        let e = TraceArrival::read(Path::new("/dev/zero"), zeros, false).unwrap_err();
+        assert_eq!(
+            e,
+            TraceError::LineTooLong {
+                file: "/dev/zero".into(),
+                line: 1
+            }
+        );
+        let d = DeviceError::from(e).to_string();
+        assert!(d.contains("/dev/zero:1"), "{d}");
+    }
+
+    #[test]
+    fn a_line_at_the_bound_is_read_and_one_past_it_is_refused() {
+        let pad = |n: usize| format!("7,{}\n", "x".repeat(n - 2));
+        let at = pad(TRACE_MAX_LINE_BYTES);
+        assert_eq!(parse(&format!("5\n{at}")).unwrap().times_ns(), &[5, 7]);
+        let past = pad(TRACE_MAX_LINE_BYTES + 1);
+        let e = parse(&format!("5\n{past}9\n")).unwrap_err();
+        assert_eq!(e.line(), Some(2));
+        assert!(matches!(e, TraceError::LineTooLong { .. }), "{e:?}");
+    }
+
+    /// An endless stream of valid lines stops at the file-size bound.
+    #[test]
+    fn an_endless_stream_of_lines_stops_at_the_size_bound() {
+        // Blank lines cost no memory, so the byte bound is what stops them. The bound is
+        // lowered here so the test reads kilobytes, not a gigabyte.
+        let blank = std::io::BufReader::new(std::io::repeat(b'\n'));
+        let e = TraceArrival::read_bounded(Path::new("blank"), blank, false, 10_000).unwrap_err();
+        assert_eq!(
+            e,
+            TraceError::TooLarge {
+                file: "blank".into(),
+                limit: "10000 bytes".into()
+            }
+        );
+        // A file of exactly the bound is read.
+        let ok = "1\n".repeat(5_000);
+        let t = TraceArrival::read_bounded(Path::new("ok"), ok.as_bytes(), false, 10_000).unwrap();
+        assert_eq!(t.len(), 5_000);
     }
 
     #[test]
