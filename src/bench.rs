@@ -55,6 +55,10 @@ fn delay(rng: &mut ChaCha8Rng) -> u64 {
     rng.gen_range(1..=1000u64) * 1000
 }
 
+/// Most pending events `irqsim bench engine` accepts: 1e7 entries, a few hundred MB
+/// across the two queues, well within a small machine.
+pub const MAX_PENDING: u64 = 10_000_000;
+
 /// The ping model on irqsim's event queue.
 pub fn ping_irqsim(pending: u64, events: u64, seed: u64) -> EngineBench {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

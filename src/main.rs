@@ -64,6 +64,13 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
             if pending == 0 || events == 0 {
                 return Err("--pending and --events must be at least 1".into());
             }
+            if pending > irqsim::bench::MAX_PENDING {
+                return Err(format!(
+                    "--pending {pending} is more than {}: each pending event is held in both \
+                     queues, so memory grows with it",
+                    irqsim::bench::MAX_PENDING
+                ));
+            }
             let ours = irqsim::bench::ping_irqsim(pending, events, seed);
             let heap = irqsim::bench::ping_binary_heap(pending, events, seed);
             if json {
@@ -435,6 +442,13 @@ fn run_scenario(
         scenario.seed = seed;
     }
     let mut sys = System::new(&scenario).map_err(|e| e.to_string())?;
+    // Opened before the run, so an unwritable path is found at once, not after it.
+    let json_file = match json {
+        Some(path) if path != "-" => Some(
+            std::fs::File::create(path).map_err(|e| format!("--json {path}: cannot write: {e}"))?,
+        ),
+        _ => None,
+    };
     let tracer = trace.open()?;
     if let Some(t) = &tracer {
         let name = if scenario.name.is_empty() {
@@ -451,8 +465,10 @@ fn run_scenario(
     match json {
         Some("-") => print_stdout(&report.to_json()),
         Some(path) => {
-            std::fs::write(path, report.to_json() + "\n")
-                .map_err(|e| format!("cannot write {path}: {e}"))?;
+            use std::io::Write;
+            let mut file = json_file.expect("opened before the run");
+            writeln!(file, "{}", report.to_json())
+                .map_err(|e| format!("--json {path}: cannot write: {e}"))?;
             print_stdout(&render_report(&report))
         }
         None => print_stdout(&render_report(&report)),

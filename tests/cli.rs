@@ -256,3 +256,42 @@ fn validate_prints_every_figure_as_json() {
     }
     assert!(v["sensitivity"].is_null());
 }
+
+#[test]
+fn limits_and_unwritable_outputs_are_refused_before_any_work() {
+    let out = irqsim(&["bench", "engine", "--pending", "100000000000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--pending 100000000000 is more than 10000000"),
+        "{err}"
+    );
+
+    // The report table is printed after the run: none means the run never happened.
+    let out = irqsim(&["run", "default", "--json", "/nonexistent-dir/r.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--json /nonexistent-dir/r.json: cannot write"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    for dry in [true, false] {
+        let mut args = vec!["sweep", "scenarios/sweeps/speedup.toml", "--threads", "0"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = irqsim(&args);
+        assert_eq!(out.status.code(), Some(2), "dry run {dry}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--threads 0 is not allowed"),
+            "dry run {dry}: {err}"
+        );
+    }
+}

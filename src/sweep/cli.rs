@@ -81,6 +81,12 @@ fn sweep_command(args: SweepArgs) -> Result<(), SweepError> {
         sweep.seed = seed;
     }
     let shard = args.shard.unwrap_or(Shard::WHOLE);
+    // Checked before --dry-run, so a dry run refuses what the real run would.
+    if args.threads == Some(0) {
+        return Err(SweepError::Options(
+            "--threads 0 is not allowed: expected at least 1".into(),
+        ));
+    }
     if args.dry_run {
         return dry_run(&sweep, shard);
     }
