@@ -419,3 +419,50 @@ fn every_shipped_scenario_file_loads_and_builds() {
         dir.display()
     );
 }
+
+#[test]
+fn a_huge_scenario_is_refused_by_its_size_before_parsing() {
+    let text = format!("{BASE}{}", "# padding\n".repeat(500_000));
+    let e = Scenario::from_toml_str(&text, "huge.toml").unwrap_err();
+    assert_eq!(e.field(), Some("scenario"), "{e}");
+    assert!(e.to_string().contains("4194304 bytes"), "{e}");
+}
+
+#[test]
+fn more_device_tables_than_requester_ids_are_refused_first() {
+    let text = format!(
+        "duration_us = 10\nmode = \"remapped\"\n{}",
+        "[[nvme]]\n".repeat(irqsim::system::MAX_MSI_SOURCES + 1)
+    );
+    let sc = Scenario::from_toml_str(&text, "many.toml").unwrap();
+    let e = sc.validate().unwrap_err();
+    assert_eq!(e.field(), Some("devices + nvme + nics + vmd"), "{e}");
+    assert!(e.to_string().contains("65537"), "{e}");
+}
+
+/// Deeply nested input: the message quotes a short excerpt, not the whole line.
+#[test]
+fn a_deeply_nested_value_gives_a_short_message() {
+    let depth = 100_000;
+    let text = format!("a = {}{}\n", "[".repeat(depth), "]".repeat(depth));
+    let e = Scenario::from_toml_str(&text, "deep.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ScenarioError::Parse { .. }), "{msg}");
+    assert!(msg.len() < 4_000, "{} bytes: {}", msg.len(), &msg[..200]);
+}
+
+#[test]
+fn an_nvme_kind_under_devices_points_to_its_own_table() {
+    for (kind, table) in [
+        ("nvme", "[[nvme]]"),
+        ("nic", "[[nics]]"),
+        ("vmd", "[[vmd]]"),
+    ] {
+        let e = check(|b| b.replace("kind = \"dsa\"", &format!("kind = \"{kind}\""))).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(table) && msg.contains("[[devices]] holds DSA"),
+            "{msg}"
+        );
+    }
+}

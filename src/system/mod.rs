@@ -56,7 +56,7 @@ use ledger::{Ledger, MsiToken};
 pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
 pub use scenario::{
     ClosedLoopConfig, CpuConfig, DeliveryMode, DeviceConfig, DeviceKind, IommuConfig, PcieConfig,
-    Scenario, ScenarioError,
+    Scenario, ScenarioError, MAX_MSI_SOURCES, MAX_SCENARIO_BYTES,
 };
 use sources::MsiSource;
 

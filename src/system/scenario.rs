@@ -324,6 +324,14 @@ impl Default for ClosedLoopConfig {
     }
 }
 
+/// Largest scenario text accepted, bytes (4 MiB), checked before parsing so a huge or
+/// generated file costs no more than reading this much.
+pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
+
+/// Most device tables (`[[devices]]`, `[[nvme]]`, `[[nics]]`, `[[vmd]]` together) a
+/// scenario may list: one 16-bit PCIe requester ID each.
+pub const MAX_MSI_SOURCES: usize = 1 << 16;
+
 /// Everything that can be wrong with a scenario.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -407,7 +415,39 @@ impl ScenarioError {
 
 /// Appends "did you mean `x`?" to serde's unknown-field and unknown-variant messages
 /// ("unknown field `duraton_us`, expected one of `name`, `seed`, ...").
+/// A parser message cut to a readable excerpt: the parser echoes the offending line,
+/// which for generated input can be hundreds of kilobytes.
+fn excerpt(message: &str) -> String {
+    const MAX_LINES: usize = 12;
+    const MAX_CHARS: usize = 160;
+    let lines: Vec<&str> = message.lines().collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(MAX_LINES)
+        .map(|l| {
+            if l.chars().count() > MAX_CHARS {
+                format!("{}...", l.chars().take(MAX_CHARS).collect::<String>())
+            } else {
+                (*l).to_string()
+            }
+        })
+        .collect();
+    if lines.len() > MAX_LINES {
+        out.push(format!("({} more lines)", lines.len() - MAX_LINES));
+    }
+    out.join("\n")
+}
+
+/// Device kinds that have their own table, for a `kind` written under `[[devices]]`.
+const OWN_TABLE_KINDS: [(&str, &str); 4] = [
+    ("nvme", "[[nvme]]"),
+    ("nic", "[[nics]]"),
+    ("nics", "[[nics]]"),
+    ("vmd", "[[vmd]]"),
+];
+
 fn with_suggestion(message: String) -> String {
+    let message = excerpt(&message);
     let Some(start) = message
         .find("unknown field `")
         .map(|i| i + "unknown field `".len())
@@ -425,6 +465,15 @@ fn with_suggestion(message: String) -> String {
     let given = &message[start..start + len];
     let rest = &message[start + len..];
     let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
+    if expected.first() == Some(&"dsa") {
+        if let Some((_, table)) = OWN_TABLE_KINDS.iter().find(|(k, _)| *k == given) {
+            return format!(
+                "{}\n[[devices]] holds DSA work queues; a `{given}` is a {table} table \
+                 (NVMe drives are [[nvme]], NIC queues [[nics]], VMD domains [[vmd]])",
+                message.trim_end()
+            );
+        }
+    }
     let best = expected
         .iter()
         .map(|cand| (edit_distance(given, cand), *cand))
@@ -488,6 +537,13 @@ impl Scenario {
             path: origin.into(),
             message: with_suggestion(e.to_string()),
         };
+        if text.len() > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError::Invalid {
+                field: "scenario".into(),
+                value: format!("{origin} of more than {MAX_SCENARIO_BYTES} bytes"),
+                allowed: format!("a scenario of at most {MAX_SCENARIO_BYTES} bytes"),
+            });
+        }
         let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(&e))?;
         let platform = match table.get("platform") {
             None => crate::platform::DEFAULT_PLATFORM.to_string(),
@@ -516,12 +572,19 @@ impl Scenario {
         Scenario::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(&e))
     }
 
-    /// Reads, parses and validates a scenario file.
+    /// Reads, parses and validates a scenario file of at most [`MAX_SCENARIO_BYTES`].
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+        use std::io::Read;
+        let io = |source| ScenarioError::Io {
             path: path.display().to_string(),
             source,
-        })?;
+        };
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .map_err(io)?
+            .take(MAX_SCENARIO_BYTES as u64 + 1)
+            .read_to_string(&mut text)
+            .map_err(io)?;
         let mut s = Scenario::from_toml_str(&text, &path.display().to_string())?;
         s.base_dir = path.parent().map(|p| p.to_path_buf());
         s.validate()?;
@@ -644,6 +707,17 @@ impl Scenario {
     /// Every rule except the variant name, for systems that run a handler given in
     /// code ([`crate::System::with_handler`]), where the scenario's `variant` is unused.
     pub fn validate_system(&self) -> Result<(), ScenarioError> {
+        // Counted first, so an oversized list is refused before any per-device check.
+        let sources = self.devices.len() + self.nvme.len() + self.nics.len() + self.vmd.len();
+        if sources > MAX_MSI_SOURCES {
+            return Err(ScenarioError::invalid(
+                "devices + nvme + nics + vmd",
+                sources,
+                format!(
+                    "at most {MAX_MSI_SOURCES} device tables: requester IDs are 16 bits (PCIe bus/device/function)"
+                ),
+            ));
+        }
         if let Some(name) = &self.platform {
             crate::platform::get(name)?;
         }
