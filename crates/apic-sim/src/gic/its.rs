@@ -450,13 +450,12 @@ impl Its {
                 let Some(itte) = dte.itt.get(&event_id).copied() else {
                     return self.drop_with(ItsDropReason::EventNotMapped, cost);
                 };
-                if self.config.cache_entries > 0 {
-                    self.cache.insert(key, (itte, stamp));
-                    self.cache_age.insert(stamp, key);
-                    if self.cache.len() > self.config.cache_entries {
-                        let (_, victim) = self.cache_age.pop_first().expect("non-empty");
-                        self.cache.remove(&victim);
-                    }
+                // With no cache entries the new one is its own victim.
+                self.cache.insert(key, (itte, stamp));
+                self.cache_age.insert(stamp, key);
+                if self.cache.len() > self.config.cache_entries {
+                    let (_, victim) = self.cache_age.pop_first().expect("non-empty");
+                    self.cache.remove(&victim);
                 }
                 (itte, cost)
             }
@@ -678,5 +677,27 @@ mod tests {
         let c = its.counters();
         assert_eq!(c.dropped[&ItsDropReason::EventNotMapped], 2);
         assert_eq!((c.writes, c.cache_misses), (9, 6));
+    }
+
+    #[test]
+    fn without_a_cache_every_write_walks_the_tables() {
+        let mut its = Its::new(ItsConfig {
+            cache_entries: 0,
+            ..ItsConfig::default()
+        })
+        .unwrap();
+        its.mapd(1, Some(2)).unwrap();
+        its.mapc(0, Some(CpuId(0))).unwrap();
+        its.mapti(1, 0, 8192, 0).unwrap();
+        for _ in 0..3 {
+            assert!(matches!(
+                its.translate(SimTime::ZERO, 1, 0).result,
+                ItsResult::Lpi { .. }
+            ));
+        }
+        assert_eq!(
+            (its.counters().cache_misses, its.counters().cache_hits),
+            (3, 0)
+        );
     }
 }
