@@ -9,18 +9,21 @@
 //!   into an [`ArrivalGenerator`] (one per device or queue), which also loads a trace
 //!   file once. The spec itself stays small and cheap to clone (a trace is a path).
 //!
+//! DSA devices (`[[devices]]`) take the stateless kinds only; NIC queues (`rx`, `tx`
+//! of `[[nics]]`) take every kind.
+//!
 //! ```toml
 //! arrival = { kind = "fixed", interval_ns = 250 }
 //! arrival = { kind = "poisson", rate_per_s = 4e6 }
-//! arrival = { kind = "trace", path = "traces/rx.csv" }        # rebase = false
+//! rx = { kind = "trace", path = "traces/rx.csv" }             # rebase = false
 //!
-//! [devices.arrival]                                           # spacing = "poisson" | "fixed"
+//! [nics.rx]                                                   # spacing = "poisson" | "fixed"
 //! kind = "on_off"
 //! rate_per_s = 1e7
 //! on_ns = { kind = "exponential", mean = 5000 }
 //! off_ns = { kind = "pareto", scale = 2000, shape = 1.5 }
 //!
-//! [devices.arrival]
+//! [nics.tx]
 //! kind = "bursts"
 //! burst_len = { kind = "geometric", mean = 16 }
 //! gap_ns = { kind = "exponential", mean = 20000 }
