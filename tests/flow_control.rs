@@ -38,6 +38,18 @@ fn a_saturated_device_costs_events_per_msi_written_not_per_msi_offered() {
         );
     }
     assert!(r.msis.balanced);
+    // The balance shows what the devices still hold, so offered = generated + held back.
+    assert_eq!(r.msis.held_back_in_devices, backlog);
+    assert_eq!(r.msis.generated, written);
+    let raised: u64 = r.devices.iter().map(|d| d.msis_raised).sum();
+    assert_eq!(r.msis.generated + r.msis.held_back_in_devices, raised);
+    let table = irqsim::report::table::render_report(&r);
+    assert!(
+        table.contains(&format!(
+            "held back in devices by flow control, not yet generated: {backlog}  (offered {raised})"
+        )),
+        "{table}"
+    );
 }
 
 #[test]

@@ -81,6 +81,10 @@ pub struct MsiBalance {
     pub merged: u64,
     /// Handler calls with no MSI behind them.
     pub spurious_handler_calls: u64,
+    /// MSIs devices asked for but have not written yet, because flow control holds
+    /// them back (the sum of `sources[].msi_backlog`). Not in `generated` until they
+    /// are written: offered = generated + held_back_in_devices.
+    pub held_back_in_devices: u64,
     /// generated == handled + pending + sum(dropped); always true unless irqsim has a bug.
     pub balanced: bool,
 }

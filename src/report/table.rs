@@ -89,6 +89,14 @@ pub fn render_report(r: &Report) -> String {
         m.merged,
         if m.balanced { "" } else { "  BALANCE BROKEN" }
     );
+    if m.held_back_in_devices > 0 {
+        let _ = writeln!(
+            s,
+            "  held back in devices by flow control, not yet generated: {}  (offered {})",
+            m.held_back_in_devices,
+            m.generated + m.held_back_in_devices
+        );
+    }
     for (reason, n) in &m.dropped {
         let _ = writeln!(s, "  dropped {reason}: {n}");
     }

@@ -994,6 +994,8 @@ impl System {
         };
 
         let interrupts_taken = self.cpus.iter().map(|c| c.interrupts_taken).sum();
+        let sources = self.source_reports();
+        let held_back = sources.iter().map(|s| s.msi_backlog).sum();
         Report {
             scenario: self.name.clone(),
             seed: self.seed,
@@ -1010,6 +1012,7 @@ impl System {
                 dropped: self.ledger.dropped.clone(),
                 merged: self.ledger.merged,
                 spurious_handler_calls: self.ledger.spurious_handler_calls,
+                held_back_in_devices: held_back,
                 balanced,
             },
             notifications: Notifications {
@@ -1027,7 +1030,7 @@ impl System {
                 .collect(),
             io: self.io_report(),
             fabric: self.fabric_report(),
-            sources: self.source_reports(),
+            sources,
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {
                 self.ledger.handled as f64 / (elapsed_ns * 1e-9)
