@@ -894,9 +894,11 @@ mod tests {
         cq.write_entry(QueuePtr(0), [0x07, 0]);
         cq.write_entry(QueuePtr(1), Command::TlbiNsnhAll.encode());
         cq.write_prod(SimTime::ZERO, 2).unwrap();
+        assert_eq!(cq.error(), None);
         let out = drain(&mut cq, SimTime::ZERO);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].1.effect, ConsumeEffect::Error(CommandError::Illegal));
+        assert_eq!(cq.error(), Some(CommandError::Illegal));
         assert_eq!(cq.read_cons(), 1 << 24);
         assert!(cq.next_consume(SimTime(1_000_000)).is_none());
         // Linux's recovery: overwrite the bad entry with a CMD_SYNC, acknowledge.
@@ -907,6 +909,7 @@ mod tests {
         };
         cq.write_entry(QueuePtr(0), sync.encode());
         cq.acknowledge_error();
+        assert_eq!(cq.error(), None);
         let out = drain(&mut cq, SimTime(1_000_000));
         assert_eq!(out.len(), 2);
         assert_eq!(cq.read_cons(), 2);
@@ -915,7 +918,11 @@ mod tests {
     #[test]
     fn prod_cannot_overrun_cons_or_move_back() {
         let mut cq = q(2, SmmuFeatures::default());
+        assert!(!cq.is_full() && !cq.is_busy());
+        cq.write_prod(SimTime::ZERO, 3).unwrap();
+        assert!(!cq.is_full(), "3 of 4 entries");
         cq.write_prod(SimTime::ZERO, 4).unwrap(); // full: idx 0, wrap 1
+        assert_eq!(cq.prod(), QueuePtr(4));
         assert!(cq.is_full());
         assert_eq!(cq.counters().full_after_prod, 1);
         assert!(matches!(
@@ -924,6 +931,123 @@ mod tests {
         ));
         assert!(cq.write_prod(SimTime::ZERO, 3).is_err());
         assert!(cq.complete_consume(SimTime::ZERO).is_err());
+        let started = cq
+            .next_consume(SimTime::ZERO)
+            .expect("a command to consume");
+        assert!(cq.is_busy());
+        assert_eq!(cq.busy_until(), Some(started.done_at));
+    }
+
+    /// The ring is `entries` slots of 16 bytes from the base; a 32-bit write lands in
+    /// the half of the word it addresses and nowhere else.
+    #[test]
+    fn ring_memory_by_address() {
+        let mut cq = q(3, SmmuFeatures::default()); // 8 slots
+        let base = cq.base();
+        assert_eq!(cq.slot_at(base), Some(QueuePtr(0)));
+        assert_eq!(cq.slot_at(base + 16 * 7 + 15), Some(QueuePtr(7)));
+        assert_eq!(cq.slot_at(base + 16 * 8), None);
+        assert_eq!(cq.slot_at(base - 1), None);
+        assert_eq!(
+            cq.entry_addr(QueuePtr(8 + 3)),
+            base + 48,
+            "the wrap flag is not an address"
+        );
+        let old = [0x1111_1111_2222_2222, 0x3333_3333_4444_4444];
+        cq.write_entry(QueuePtr(2), old);
+        assert!(cq.write_memory32(base + 32 + 4, 0xdead_beef));
+        assert_eq!(cq.entry(QueuePtr(2)), [0xdead_beef_2222_2222, old[1]]);
+        assert!(cq.write_memory32(base + 32 + 8, 0xcafe_f00d));
+        assert_eq!(cq.entry(QueuePtr(2))[1], 0x3333_3333_cafe_f00d);
+        assert!(
+            cq.write_memory32(base + 32 + 13, 0x0bad_0bad),
+            "bits 1:0 are ignored"
+        );
+        assert_eq!(cq.entry(QueuePtr(2))[1], 0x0bad_0bad_cafe_f00d);
+        assert!(cq.write_memory32(base, 7));
+        assert_eq!(cq.entry_word0(QueuePtr(0)), 7);
+        assert!(!cq.write_memory32(base + 16 * 8, 1));
+        assert_eq!(cq.entry(QueuePtr(1)), [0, 0], "neighbours untouched");
+        assert_eq!(cq.entry(QueuePtr(3)), [0, 0]);
+    }
+
+    /// The consumer reads one 64-byte line (4 commands) at a time, from CONS to the
+    /// line's end, and pays the fetch once per line; commands cannot complete early;
+    /// each kind is counted once.
+    #[test]
+    fn line_fetches_completion_time_and_counters() {
+        let c = Costs::new(&CmdqCosts::default());
+        let mut cq = q(4, SmmuFeatures::default());
+        let sync_irq = |addr| Command::Sync {
+            cs: SyncSignal::Irq,
+            msi_addr: addr,
+            msi_data: 1,
+        };
+        let cmds = [
+            Command::TlbiNhAsid { vmid: 0, asid: 1 },
+            Command::CfgiSte { sid: 3, leaf: true },
+            Command::Other { opcode: 0x01 },
+            sync_irq(0),
+            sync_irq(0x4000),
+            Command::TlbiNsnhAll,
+        ];
+        for (k, cmd) in cmds.iter().enumerate() {
+            cq.write_entry(QueuePtr(2 + k as u32), cmd.encode());
+        }
+        // CONS starts at 2: first run the two empty slots through a fake start.
+        cq.write_prod(SimTime::ZERO, 2).unwrap();
+        assert_eq!(cq.read_prod(), 2);
+        cq.write_entry(QueuePtr(0), Command::TlbiNsnhAll.encode());
+        cq.write_entry(QueuePtr(1), Command::TlbiNsnhAll.encode());
+        let _ = drain(&mut cq, SimTime::ZERO);
+        assert_eq!(cq.counters().line_fetches, 1);
+        cq.write_prod(SimTime::ZERO, 8).unwrap();
+        assert_eq!(
+            (
+                cq.read_prod(),
+                cq.counters().prod_writes,
+                cq.counters().max_pending
+            ),
+            (8, 2, 6)
+        );
+        let now = SimTime(1_000_000_000);
+        let first = cq.next_consume(now).unwrap();
+        // Slot 2 ends the first line: a fresh line fetch before it.
+        assert_eq!(
+            first.done_at,
+            now + c.fetch_line + c.decode + c.issue(&cmds[0])
+        );
+        assert!(cq.complete_consume(SimTime(first.done_at.0 - 1)).is_err());
+        let _ = cq.complete_consume(first.done_at).unwrap();
+        let _ = drain(&mut cq, first.done_at);
+        let n = cq.counters();
+        // Lines: slots 0-3 (fetched at CONS 0 and again at CONS 2 after the queue ran
+        // dry) and 4-7.
+        assert_eq!(n.line_fetches, 3);
+        assert_eq!(
+            (n.consumed, n.tlbi, n.cfgi, n.other, n.sync),
+            (8, 4, 1, 1, 2)
+        );
+        assert_eq!(
+            (n.msi_writes, n.wired_irqs, n.sev_events),
+            (1, 0, 0),
+            "MSIAddress 0 sends no MSI"
+        );
+    }
+
+    #[test]
+    fn the_queue_keeps_its_configuration() {
+        let features = SmmuFeatures {
+            msi: false,
+            cohacc: true,
+            sev: false,
+        };
+        let cfg = CmdqConfig {
+            base: 0x1234_0000,
+            ..CmdqConfig::default()
+        };
+        let cq = CommandQueue::new(&cfg, features).unwrap();
+        assert_eq!((cq.features(), cq.base()), (features, 0x1234_0000));
     }
 
     proptest! {

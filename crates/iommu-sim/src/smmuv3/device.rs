@@ -104,6 +104,22 @@ mod tests {
     use crate::smmuv3::{Command, Perm, QueuePtr, Ste, SyncSignal, TranslateResult};
 
     #[test]
+    fn config_validation_covers_the_queue_and_the_translation_side() {
+        assert!(SmmuConfig::default().validate().is_ok());
+        let mut bad_queue = SmmuConfig::default();
+        bad_queue.cmdq.log2_entries = 30;
+        assert!(matches!(
+            bad_queue.validate(),
+            Err(SmmuError::InvalidQueueSize { .. })
+        ));
+        assert!(Smmu::new(&bad_queue).is_err());
+        let mut bad_walk = SmmuConfig::default();
+        bad_walk.translate.stream_table_log2 = 25;
+        assert!(bad_walk.validate().is_err());
+        assert!(Smmu::new(&bad_walk).is_err());
+    }
+
+    #[test]
     fn consumed_tlbi_reaches_the_iotlb_and_config_serde_defaults() {
         let mut smmu = Smmu::new(&SmmuConfig::default()).unwrap();
         assert_eq!(smmu.sync_poll_mode(), SyncPollMode::MsiWrite);

@@ -217,6 +217,7 @@ mod tests {
     fn spec_example_128_entries() {
         // IHI 0070 3.5.1: 128 entries -> 7-bit indexes, wrap flag in bit 7.
         let q = g(7);
+        assert_eq!((q.log2(), q.entries()), (7, 128));
         assert_eq!(q.wrap_bit(), 1 << 7);
         let p = q.inc(QueuePtr(127), 1);
         assert_eq!((q.idx(p), q.wrap(p)), (0, true));
