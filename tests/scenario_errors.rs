@@ -466,3 +466,31 @@ fn an_nvme_kind_under_devices_points_to_its_own_table() {
         );
     }
 }
+
+/// A bad cost field is one message: its scenario path, its value, what is allowed.
+#[test]
+fn a_bad_cost_field_is_named_by_its_scenario_path() {
+    for (set, field, value) in [
+        (
+            "[costs.pid_line]\nmemory_ns = nan\n",
+            "costs.pid_line.memory_ns",
+            "NaN",
+        ),
+        (
+            "[costs.remap]\ntranslate_ns = -1.0\n",
+            "costs.remap.translate_ns",
+            "-1",
+        ),
+    ] {
+        let e = check(|b| format!("{b}{set}")).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.field(), Some(field), "{msg}");
+        assert!(
+            msg.starts_with(&format!(
+                "{field} = {value} is not allowed: expected a finite number"
+            )),
+            "{msg}"
+        );
+        assert!(!msg.contains("_costs."), "no internal table names: {msg}");
+    }
+}

@@ -72,17 +72,35 @@ impl Costs {
         check_non_negative("costs.vmd.handler_cycles", self.vmd.handler_cycles)?;
         devices::vmd::check_forward_ns("costs.vmd.forward_ns", self.vmd.forward_ns)?;
         check_non_negative("costs.nic.irq_cycles", self.nic.irq_cycles)?;
-        self.pid_line
-            .validate()
-            .map_err(|e| ScenarioError::invalid_from("costs.pid_line", e))?;
+        self.pid_line.validate().map_err(|e| match e {
+            pid_model::PidError::InvalidCost { field, value } => {
+                bad_cost(&format!("costs.pid_line.{field}"), value)
+            }
+            other => ScenarioError::invalid_from("costs.pid_line", other),
+        })?;
+        let iommu_cost = |table: &str, e: iommu_sim::IommuError| match e {
+            iommu_sim::IommuError::InvalidCost { field, value, .. } => {
+                bad_cost(&format!("{table}.{field}"), value)
+            }
+            other => ScenarioError::invalid_from(table, other),
+        };
         self.remap
             .validate()
-            .map_err(|e| ScenarioError::invalid_from("costs.remap", e))?;
+            .map_err(|e| iommu_cost("costs.remap", e))?;
         self.fabric
             .validate()
-            .map_err(|e| ScenarioError::invalid_from("costs.fabric", e))?;
+            .map_err(|e| iommu_cost("costs.fabric", e))?;
         Ok(())
     }
+}
+
+/// A cost field's error, named by its path in the scenario.
+fn bad_cost(field: &str, value: f64) -> ScenarioError {
+    ScenarioError::invalid(
+        field,
+        value,
+        "a finite number greater than or equal to zero (units: irqsim platforms NAME)",
+    )
 }
 
 /// CPU-side costs of taking and handling an interrupt, in core cycles.
