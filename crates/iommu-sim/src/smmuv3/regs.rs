@@ -28,15 +28,15 @@ pub const SMMU_CMDQ_PROD: u32 = 0x0098;
 pub const SMMU_CMDQ_CONS: u32 = 0x009C;
 
 /// SMMU_IDR0.COHACC, bit 4: coherent access to tables, queues and MSIs (incl. CMD_SYNC MSIs).
-pub const IDR0_COHACC: u32 = 1 << 4;
+pub const IDR0_COHACC: u32 = 0x10;
 /// SMMU_IDR0.MSI, bit 13: message-signalled interrupts supported.
-pub const IDR0_MSI: u32 = 1 << 13;
+pub const IDR0_MSI: u32 = 0x2000;
 /// SMMU_IDR0.SEV, bit 14: the SMMU and system can send WFE wake-up events to PEs.
-pub const IDR0_SEV: u32 = 1 << 14;
+pub const IDR0_SEV: u32 = 0x4000;
 /// SMMU_IDR0.S1P, bit 1: stage 1 translation supported.
-pub const IDR0_S1P: u32 = 1 << 1;
+pub const IDR0_S1P: u32 = 0x2;
 /// SMMU_IDR0.S2P, bit 0: stage 2 translation supported.
-pub const IDR0_S2P: u32 = 1 << 0;
+pub const IDR0_S2P: u32 = 0x1;
 
 /// SMMU_IDR1.CMDQS, bits \[25:21\]: maximum log2 of the Command queue entries (<= 19).
 pub const IDR1_CMDQS_SHIFT: u32 = 21;
@@ -47,17 +47,17 @@ pub const IDR1_EVENTQS_SHIFT: u32 = 16;
 /// SMMU_CMDQ_BASE.LOG2SIZE, bits \[4:0\].
 pub const CMDQ_BASE_LOG2SIZE_MASK: u64 = 0x1f;
 /// SMMU_CMDQ_BASE.ADDR, bits \[55:5\].
-pub const CMDQ_BASE_ADDR_MASK: u64 = ((1u64 << 56) - 1) & !0x1f;
+pub const CMDQ_BASE_ADDR_MASK: u64 = 0x00ff_ffff_ffff_ffe0;
 
 /// SMMU_CMDQ_PROD.WR / SMMU_CMDQ_CONS.RD: bits \[19:0\], index in [QS-1:0] and the wrap
 /// flag at bit \[QS\] (6.3.27, 6.3.28).
-pub const QUEUE_INDEX_FIELD_MASK: u32 = (1 << 20) - 1;
+pub const QUEUE_INDEX_FIELD_MASK: u32 = 0x000f_ffff;
 /// SMMU_CMDQ_CONS.ERR, bits \[30:24\]: reason code of the active command error.
 pub const CMDQ_CONS_ERR_SHIFT: u32 = 24;
 pub const CMDQ_CONS_ERR_MASK: u32 = 0x7f;
 
 /// SMMU_GERROR.CMDQ_ERR, bit 0: a command error is active.
-pub const GERROR_CMDQ_ERR: u32 = 1 << 0;
+pub const GERROR_CMDQ_ERR: u32 = 0x1;
 
 /// Size of one Command queue entry in bytes (IHI 0070 4.1: commands are 16 bytes).
 pub const CMDQ_ENTRY_BYTES: u64 = 16;
@@ -173,6 +173,44 @@ mod tests {
         assert_eq!(idr0 & (1 << 14), 1 << 14);
         assert_eq!(idr0 & (1 << 4), 0);
         assert_eq!(SmmuFeatures::from_idr0(idr0), f);
+        // IHI 0070 6.3.1: S1P bit 1, COHACC bit 4, MSI bit 13, SEV bit 14.
+        assert_eq!(SmmuFeatures::default().to_idr0(), 0x6012);
+        let none = SmmuFeatures {
+            msi: false,
+            cohacc: false,
+            sev: false,
+        };
+        assert_eq!(none.to_idr0(), 0x2);
+        assert_eq!(SmmuFeatures::from_idr0(0), none);
+        assert_eq!(
+            SmmuFeatures::from_idr0(!0x6010),
+            none,
+            "other bits are not features"
+        );
+        for (bit, f) in [
+            (
+                4,
+                SmmuFeatures {
+                    cohacc: true,
+                    ..none
+                },
+            ),
+            (13, SmmuFeatures { msi: true, ..none }),
+            (14, SmmuFeatures { sev: true, ..none }),
+        ] {
+            assert_eq!(SmmuFeatures::from_idr0(1 << bit), f, "bit {bit}");
+        }
+    }
+
+    /// The literal masks are the fields of IHI 0070 6.3.26-6.3.28 and 6.3.1.
+    #[test]
+    fn masks_are_the_register_fields() {
+        assert_eq!(CMDQ_BASE_ADDR_MASK, ((1u64 << 56) - 1) & !0x1f);
+        assert_eq!(QUEUE_INDEX_FIELD_MASK, (1 << 20) - 1);
+        assert_eq!(
+            (IDR0_S2P, IDR0_S1P, GERROR_CMDQ_ERR),
+            (1 << 0, 1 << 1, 1 << 0)
+        );
     }
 
     #[test]

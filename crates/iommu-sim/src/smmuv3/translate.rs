@@ -143,7 +143,8 @@ impl Ste {
     }
     /// STE word 0's V and Config bits.
     pub fn word0(&self) -> u64 {
-        (self.valid as u64 * STE_V) | ((self.config as u64) & STE_CONFIG_MASK) << STE_CONFIG_SHIFT
+        (if self.valid { STE_V } else { 0 })
+            | ((self.config as u64) & STE_CONFIG_MASK) << STE_CONFIG_SHIFT
     }
 }
 
@@ -861,5 +862,10 @@ mod tests {
             })
         ));
         assert_eq!(Ste::stage1(0).word0(), 0b1011);
+        let invalid = Ste {
+            valid: false,
+            ..Ste::stage1(0)
+        };
+        assert_eq!(invalid.word0(), 0b1010, "V (bit 0) clear, Config kept");
     }
 }
