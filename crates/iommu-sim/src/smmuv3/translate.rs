@@ -866,6 +866,56 @@ mod tests {
             valid: false,
             ..Ste::stage1(0)
         };
+        // Boundaries of the translation config: 2^24 STEs and 2^19 event records are
+        // the largest; walks of 1 to 4 levels.
+        let ok = TranslateConfig::default();
+        for good in [
+            TranslateConfig {
+                stream_table_log2: 24,
+                ..ok.clone()
+            },
+            TranslateConfig {
+                event_queue_log2: 19,
+                ..ok.clone()
+            },
+            TranslateConfig {
+                walk_levels: 1,
+                ..ok.clone()
+            },
+            TranslateConfig {
+                walk_levels: 4,
+                ..ok.clone()
+            },
+        ] {
+            assert!(good.validate().is_ok(), "{good:?}");
+        }
+        assert!(matches!(
+            TranslateConfig {
+                stream_table_log2: 25,
+                ..ok.clone()
+            }
+            .validate(),
+            Err(SmmuError::InvalidStreamTableSize { value: 25 })
+        ));
+        assert!(matches!(
+            TranslateConfig {
+                event_queue_log2: 20,
+                ..ok.clone()
+            }
+            .validate(),
+            Err(SmmuError::InvalidQueueSize {
+                field: "event_queue_log2",
+                ..
+            })
+        ));
+        for bad in [0, 5] {
+            assert!(TranslateConfig {
+                walk_levels: bad,
+                ..ok.clone()
+            }
+            .validate()
+            .is_err());
+        }
         assert_eq!(invalid.word0(), 0b1010, "V (bit 0) clear, Config kept");
     }
 }
