@@ -776,6 +776,69 @@ mod tests {
         assert_eq!(EventId::FPermission.name(), "F_PERMISSION");
     }
 
+    /// What software reads of the Event queue: the records in order, the overflow flag
+    /// until acknowledged; and the context's ASID and the configuration as given.
+    #[test]
+    fn event_queue_records_overflow_and_getters() {
+        let mut t = setup();
+        assert_eq!(t.context_asid(1), Some(7));
+        assert_eq!(t.context_asid(2), None);
+        assert_eq!(t.config().event_queue_log2, 1);
+        assert!(!t.event_overflow());
+        let at = SimTime(5_000);
+        let _ = t.translate(at, req(3, 0x9000, true));
+        let _ = t.translate(at, req(4, 0x1000, false));
+        let records: Vec<_> = t
+            .events()
+            .map(|e| (e.event, e.stream_id, e.input_addr, e.write, e.at))
+            .collect();
+        assert_eq!(
+            records,
+            vec![
+                (EventId::FTranslation, 3, 0x9000, true, at),
+                (EventId::CBadSte, 4, 0x1000, false, at),
+            ]
+        );
+        let _ = t.translate(at, req(4, 0, false));
+        assert!(t.event_overflow());
+        t.acknowledge_overflow();
+        assert!(!t.event_overflow());
+        assert_eq!(
+            t.events().count(),
+            2,
+            "acknowledging does not drain the queue"
+        );
+    }
+
+    /// Walks happen on IOTLB misses only; a VA invalidation of N pages removes those N
+    /// pages and no more.
+    #[test]
+    fn walks_counts_and_a_va_range_of_pages() {
+        let mut t = setup();
+        t.map(1, 0x3000, 0xc000, Perm::RW).unwrap();
+        for iova in [0x1000, 0x2000, 0x3000, 0x1000, 0x2000] {
+            let _ = t.translate(SimTime::ZERO, req(3, iova, false));
+        }
+        let c = t.counters();
+        assert_eq!((c.walks, c.translated, c.requests), (3, 5, 5));
+        t.apply(&Invalidation::Va {
+            asid: 7,
+            addr: 0x1000,
+            pages: 2,
+        });
+        assert!(!t.iotlb_contains(7, 0x1000) && !t.iotlb_contains(7, 0x2000));
+        assert!(
+            t.iotlb_contains(7, 0x3000),
+            "the third page is outside the range"
+        );
+        t.apply(&Invalidation::Va {
+            asid: 7,
+            addr: 0x3000,
+            pages: 0,
+        });
+        assert!(!t.iotlb_contains(7, 0x3000), "0 pages means the one page");
+    }
+
     #[test]
     fn stale_tlb_and_config_until_invalidated() {
         let mut t = setup();
