@@ -255,6 +255,33 @@ mod tests {
         .unwrap()
     }
 
+    /// A message that arrives just as the path frees up does not queue; one that
+    /// arrives a picosecond earlier does.
+    #[test]
+    fn queued_counts_only_messages_that_waited() {
+        let mut f = fabric(80.0, 100.0);
+        let t0 = SimTime(5_000);
+        let a = f.submit_timed(t0, SimTime::ZERO);
+        assert_eq!(f.busy_until(), a.occupancy_ends);
+        let _ = f.submit_timed(a.occupancy_ends, SimTime::ZERO);
+        assert_eq!((f.counters().submitted, f.counters().queued), (2, 0));
+        let _ = f.submit_timed(SimTime(f.busy_until().0 - 1), SimTime::ZERO);
+        assert_eq!(f.counters().queued, 1);
+        assert_eq!(f.counters().max_wait_ps, 1);
+    }
+
+    #[test]
+    fn delivery_scope_names_are_the_scenario_words() {
+        for (scope, name) in [
+            (DeliveryScope::Port, "port"),
+            (DeliveryScope::Stack, "stack"),
+            (DeliveryScope::Socket, "socket"),
+        ] {
+            assert_eq!(scope.as_str(), name);
+            assert_eq!(serde_json::to_value(scope).unwrap(), name);
+        }
+    }
+
     #[test]
     fn timed_submission_separates_occupancy_from_flight() {
         let mut f = fabric(80.0, 100.0);

@@ -311,6 +311,10 @@ mod tests {
     fn overflow_sets_flag_but_counts_everything() {
         let mut log = FaultLog::new(2).unwrap();
         assert_eq!(
+            (log.capacity(), FaultLog::new(256).unwrap().capacity()),
+            (2, 256)
+        );
+        assert_eq!(
             log.record(rec(FaultReason::IrteNotPresent), false),
             FaultDisposition::Recorded
         );

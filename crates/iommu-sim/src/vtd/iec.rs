@@ -85,6 +85,8 @@ mod tests {
     #[test]
     fn lru_evicts_least_recently_used() {
         let mut c = Iec::new(2);
+        assert!(c.is_empty());
+        assert_eq!((c.capacity(), Iec::new(0).capacity()), (2, 0));
         assert_eq!(c.lookup(1), None);
         c.fill(1, e(1));
         assert_eq!(c.lookup(2), None);
@@ -93,6 +95,7 @@ mod tests {
         assert_eq!(c.lookup(3), None);
         assert_eq!(c.fill(3, e(3)), Some(2));
         assert!(c.contains(1) && c.contains(3) && !c.contains(2));
+        assert!(!c.is_empty());
         assert_eq!(
             *c.counters(),
             IecCounters {
