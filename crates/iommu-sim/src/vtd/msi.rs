@@ -232,6 +232,23 @@ mod tests {
                 assert: true
             }
         );
+        // SDM 11.11.1-2: RH is address bit 3, the trigger mode data bit 15.
+        let level = MsiMessage {
+            address: 0xFEE0_3008,
+            data: 0xc030,
+        };
+        assert_eq!(
+            decode(&level),
+            MsiRequest::Compatibility {
+                dest_id: 0x03,
+                vector: Vector(0x30),
+                dest_mode_logical: false,
+                redirection_hint: true,
+                delivery_mode: DeliveryMode::Fixed,
+                level_triggered: true,
+                assert: true
+            }
+        );
     }
 
     #[test]
