@@ -249,6 +249,19 @@ mod tests {
                 assert: true
             }
         );
+        // Data bit 14 clear: a de-assert message.
+        let deassert = MsiMessage {
+            address: 0xFEE0_3000,
+            data: 0x8030,
+        };
+        assert!(matches!(
+            decode(&deassert),
+            MsiRequest::Compatibility {
+                assert: false,
+                level_triggered: true,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -502,3 +502,32 @@ fn counters_balance_and_serialize() {
     assert_eq!(v["faults"]["occurred"]["irte_not_present"], 1);
     assert_eq!(v["faults"]["occurred"]["index_beyond_table"], 1);
 }
+
+/// A global IEC invalidation drops every cached entry, so entries rewritten in memory
+/// without an index invalidation take effect.
+#[test]
+fn global_iec_invalidation_drops_every_stale_entry() {
+    let cfg = small();
+    let mut ir = remapper(cfg.clone());
+    assert_eq!(ir.config(), &cfg);
+    for i in 0..2u16 {
+        ir.set_irte(i as u32, Irte::remapped(entry(0x40 + i as u8, 1)))
+            .unwrap();
+        let _ = ir.remap(SimTime(0), &encode_remappable(i, false, 0), SID);
+    }
+    assert_eq!(ir.iec().len(), 2);
+    for i in 0..2u16 {
+        ir.set_irte(i as u32, Irte::remapped(entry(0x50 + i as u8, 1)))
+            .unwrap();
+    }
+    ir.invalidate_iec_all();
+    assert!(ir.iec().is_empty());
+    for i in 0..2u16 {
+        let out = ir.remap(SimTime(0), &encode_remappable(i, false, 0), SID);
+        assert!(
+            matches!(out.action, RemapAction::Deliver { vector, .. } if vector == Vector(0x50 + i as u8)),
+            "{:?}",
+            out.action
+        );
+    }
+}
