@@ -441,6 +441,9 @@ fn run_scenario(
     if let Some(seed) = seed {
         scenario.seed = seed;
     }
+    for w in scenario.warnings() {
+        eprintln!("warning: {w}");
+    }
     let mut sys = System::new(&scenario).map_err(|e| e.to_string())?;
     // Opened before the run, so an unwritable path is found at once, not after it.
     let json_file = match json {

@@ -494,3 +494,52 @@ fn a_bad_cost_field_is_named_by_its_scenario_path() {
         assert!(!msg.contains("_costs."), "no internal table names: {msg}");
     }
 }
+
+/// Valid scenarios with likely mistakes get a warning that names the field.
+#[test]
+fn likely_mistakes_are_warned_about_by_field() {
+    let ok = check(|b| b.to_string()).unwrap();
+    assert!(ok.warnings().is_empty(), "{:?}", ok.warnings());
+    let cases: [(&dyn Fn(&str) -> String, &str); 3] = [
+        (
+            &|b: &str| {
+                b.replace(
+                    "apic_ids = [0, 2]",
+                    "apic_ids = [0, 2]\npid_addresses = [0x1000, 0x1000]",
+                )
+            },
+            "cpus.pid_addresses: CPUs 0 and 1 share",
+        ),
+        (
+            &|b: &str| format!("max_loops = 100000\n{b}"),
+            "max_loops = 100000",
+        ),
+        (
+            &|b: &str| {
+                b.replace(
+                    "arrival = { kind = \"poisson\", rate_per_s = 1e6 }",
+                    "closed_loop = { inflight = 4, wq = { completion_interrupt = false } }",
+                )
+            },
+            "devices[0].closed_loop.wq.completion_interrupt = false",
+        ),
+    ];
+    for (edit, start) in cases {
+        let sc = check(edit).unwrap();
+        let w = sc.warnings();
+        assert!(w.len() == 1 && w[0].starts_with(start), "{w:?}");
+    }
+}
+
+#[test]
+fn vmd_on_arm_is_warned_about() {
+    let text =
+        "duration_us = 10\narch = \"arm\"\nmode = \"remapped\"\n[[vmd]]\n[[nvme]]\nvmd = 0\n";
+    let sc = Scenario::from_toml_str(text, "arm-vmd.toml").unwrap();
+    sc.validate().unwrap();
+    let w = sc.warnings();
+    assert!(
+        w.len() == 1 && w[0].starts_with("vmd: 1 VMD domain(s) on arch = \"arm\""),
+        "{w:?}"
+    );
+}

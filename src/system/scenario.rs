@@ -324,6 +324,9 @@ impl Default for ClosedLoopConfig {
     }
 }
 
+/// `max_loops` above this draws a warning.
+pub const MAX_LOOPS_WARNING: u32 = 4096;
+
 /// Largest scenario text accepted, bytes (4 MiB), checked before parsing so a huge or
 /// generated file costs no more than reading this much.
 pub const MAX_SCENARIO_BYTES: usize = 4 << 20;
@@ -690,6 +693,44 @@ impl Scenario {
             (None, Some(a)) => cpu_of_apic[&a],
             (None, None) => 0,
         }
+    }
+
+    /// Likely mistakes in a scenario that is valid: each a sentence naming the field.
+    /// The command line prints them on stderr before running; nothing refuses them.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.cpus.pid_addresses.is_empty() {
+            let mut seen = std::collections::BTreeMap::new();
+            for (cpu, a) in self.cpus.pid_addresses.iter().enumerate() {
+                if let Some(first) = seen.insert(*a, cpu) {
+                    out.push(format!(
+                        "cpus.pid_addresses: CPUs {first} and {cpu} share the descriptor at {a:#x}, so their posted interrupts land in one PIR"
+                    ));
+                }
+            }
+        }
+        for (i, d) in self.devices.iter().enumerate() {
+            if let Some(job) = &d.closed_loop {
+                if !job.wq.completion_interrupt {
+                    out.push(format!(
+                        "devices[{i}].closed_loop.wq.completion_interrupt = false: the device raises no MSI, so its job is never resumed and the run generates nothing from it"
+                    ));
+                }
+            }
+        }
+        if self.arch == Arch::Arm && !self.vmd.is_empty() {
+            out.push(format!(
+                "vmd: {} VMD domain(s) on arch = \"arm\": VMD is a feature of Intel Xeon root complexes",
+                self.vmd.len()
+            ));
+        }
+        if self.max_loops > MAX_LOOPS_WARNING {
+            out.push(format!(
+                "max_loops = {}: Linux uses 3 (MAX_POSTED_MSI_COALESCING_LOOP); above {MAX_LOOPS_WARNING} one notification can keep its CPU in the handler for a very long time",
+                self.max_loops
+            ));
+        }
+        out
     }
 
     /// Checks every rule; the first violation is returned.
