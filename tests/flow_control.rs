@@ -112,3 +112,17 @@ fn a_report_between_events_counts_what_is_held_back_so_far() {
         );
     }
 }
+
+/// The run table shows the posted-only lines (variant, notifications, descriptor line)
+/// only for posted runs.
+#[test]
+fn remapped_runs_print_no_posted_only_lines() {
+    for (mode, posted) in [("posted", true), ("remapped", false)] {
+        let sc = common::dsa_scenario(mode, 1e6, 1, 50.0, 2);
+        let table = irqsim::report::table::render_report(&System::run_scenario(&sc).unwrap());
+        for line in ["variant ", "notifications: sent", "PID line:"] {
+            assert_eq!(table.contains(line), posted, "{mode}: {line:?} in\n{table}");
+        }
+        assert!(table.contains("interrupts taken"), "{table}");
+    }
+}

@@ -57,19 +57,30 @@ impl Table {
 /// The human summary of one run.
 pub fn render_report(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "scenario {:?}  seed {}  mode {}  variant {}{}",
-        r.scenario,
-        r.seed,
-        r.mode,
-        r.variant,
-        if r.variant_broken {
-            "  (BROKEN ON PURPOSE)"
-        } else {
-            ""
-        }
-    );
+    // The PIR-handling variant, the notification counts and the descriptor line exist
+    // only where interrupts are posted.
+    let posted = r.mode == "posted";
+    if posted {
+        let _ = writeln!(
+            s,
+            "scenario {:?}  seed {}  mode {}  variant {}{}",
+            r.scenario,
+            r.seed,
+            r.mode,
+            r.variant,
+            if r.variant_broken {
+                "  (BROKEN ON PURPOSE)"
+            } else {
+                ""
+            }
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "scenario {:?}  seed {}  mode {}",
+            r.scenario, r.seed, r.mode
+        );
+    }
     let _ = writeln!(
         s,
         "simulated {:.1} us, {} events, wall {:.3} s",
@@ -100,22 +111,28 @@ pub fn render_report(r: &Report) -> String {
     for (reason, n) in &m.dropped {
         let _ = writeln!(s, "  dropped {reason}: {n}");
     }
-    let _ = writeln!(
-        s,
-        "notifications: sent {}  suppressed {}   interrupts taken {}",
-        r.notifications.sent, r.notifications.suppressed, r.interrupts_taken
-    );
+    if posted {
+        let _ = writeln!(
+            s,
+            "notifications: sent {}  suppressed {}   interrupts taken {}",
+            r.notifications.sent, r.notifications.suppressed, r.interrupts_taken
+        );
+    } else {
+        let _ = writeln!(s, "interrupts taken {}", r.interrupts_taken);
+    }
     let l = &r.latency_ns;
     let _ = writeln!(
         s,
         "latency raise->handler (ns): p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}",
         l.p50, l.p90, l.p99, l.p999, l.max
     );
-    let _ = writeln!(
-        s,
-        "PID line: cpu misses {}  iommu updates {}",
-        r.pid_line.cpu_misses, r.pid_line.iommu_updates
-    );
+    if posted {
+        let _ = writeln!(
+            s,
+            "PID line: cpu misses {}  iommu updates {}",
+            r.pid_line.cpu_misses, r.pid_line.iommu_updates
+        );
+    }
     for d in &r.io.nvme {
         let _ = writeln!(
             s,
