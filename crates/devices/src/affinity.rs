@@ -203,7 +203,7 @@ pub struct VectorMatrix {
 
 /// Device vectors a CPU offers at start: 0x20..0xec minus nothing else (an assumption:
 /// no legacy or system vectors in the device range; only differences matter here).
-pub const DEVICE_VECTORS_PER_CPU: u32 = 0xec - 0x20;
+pub const DEVICE_VECTORS_PER_CPU: u32 = 204; // 0xec - 0x20
 
 impl VectorMatrix {
     pub fn new(ncpus: u32) -> VectorMatrix {

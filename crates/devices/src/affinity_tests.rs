@@ -203,3 +203,30 @@ proptest! {
         }
     }
 }
+
+/// A CPU has 204 device vectors (0x20..0xec): reserving 8 managed ones on CPU 0 and
+/// allocating 7 on CPU 1 leaves 196 against 197, so the next unmanaged vector of the
+/// two goes to CPU 1. (A CPU with only a handful of vectors would run both dry and
+/// tie at 0.)
+#[test]
+fn the_vector_budget_is_the_device_range() {
+    let mut m = VectorMatrix::new(2);
+    let only = |c: u32, managed| AffinityMask {
+        cpus: vec![CpuId(c)],
+        managed,
+    };
+    m.place(&vec![only(0, true); 8]);
+    m.place(&vec![only(1, false); 7]);
+    let both = AffinityMask {
+        cpus: ids(&[0, 1]),
+        managed: false,
+    };
+    assert_eq!(m.place(&[both]), vec![CpuId(1)]);
+}
+
+#[test]
+fn node_cpus_is_empty_only_without_cpus() {
+    assert!(!NodeCpus::flat(1).is_empty());
+    assert!(NodeCpus::flat(0).is_empty());
+    assert_eq!(NodeCpus::flat(3).len(), 3);
+}
