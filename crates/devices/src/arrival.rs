@@ -556,6 +556,79 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
+    fn mean_rates_of_every_kind() {
+        assert_eq!(
+            ArrivalProcess::Fixed { interval_ns: 250.0 }.mean_rate_per_s(),
+            4e6
+        );
+        assert_eq!(
+            ArrivalProcess::Poisson { rate_per_s: 3e6 }.mean_rate_per_s(),
+            3e6
+        );
+        let bursts = ArrivalSpec::Bursts {
+            burst_len: Dist::Fixed { value: 4.0 },
+            gap_ns: Dist::Fixed { value: 70.0 },
+            spacing_ns: 10.0,
+        };
+        // 4 events per 3 x 10 ns of spacing plus a 70 ns gap: 4 per 100 ns.
+        let r = bursts.mean_rate_per_s().unwrap();
+        assert!((r - 4e7).abs() < 1e-3, "{r}");
+        let on_off = ArrivalSpec::OnOff {
+            rate_per_s: 1e7,
+            on_ns: Dist::Fixed { value: 3000.0 },
+            off_ns: Dist::Fixed { value: 1000.0 },
+            spacing: Spacing::Poisson,
+        };
+        assert_eq!(on_off.mean_rate_per_s(), Some(7.5e6));
+    }
+
+    /// The bounds are inclusive: a mean gap of exactly 1 ps, an ON mean of exactly
+    /// 1 ns, exactly 0.001 events per ON period, a burst gap of exactly 1 ps.
+    #[test]
+    fn validation_bounds_are_inclusive() {
+        assert!(ArrivalProcess::Fixed { interval_ns: 0.001 }
+            .validate("a")
+            .is_ok());
+        assert!(ArrivalProcess::Fixed {
+            interval_ns: 0.0009
+        }
+        .validate("a")
+        .is_err());
+        assert!(ArrivalProcess::Poisson { rate_per_s: 1e12 }
+            .validate("a")
+            .is_ok());
+        assert!(ArrivalProcess::Poisson { rate_per_s: 1.1e12 }
+            .validate("a")
+            .is_err());
+        let on_off = |rate: f64, on: f64, spacing| ArrivalSpec::OnOff {
+            rate_per_s: rate,
+            on_ns: Dist::Fixed { value: on },
+            off_ns: Dist::Fixed { value: 10.0 },
+            spacing,
+        };
+        assert!(on_off(1e9, 1.0, Spacing::Poisson).validate("a").is_ok());
+        assert!(on_off(1e9, 0.999, Spacing::Poisson).validate("a").is_err());
+        // 1e3/s for 1000 ns is 0.001 events per period.
+        assert!(on_off(1e3, 1000.0, Spacing::Poisson).validate("a").is_ok());
+        assert!(on_off(0.9e3, 1000.0, Spacing::Poisson)
+            .validate("a")
+            .is_err());
+        assert!(
+            on_off(0.9e3, 1000.0, Spacing::Fixed).validate("a").is_ok(),
+            "fixed spacing always has its first event"
+        );
+        let bursts = |gap: f64, spacing_ns: f64| ArrivalSpec::Bursts {
+            burst_len: Dist::Fixed { value: 2.0 },
+            gap_ns: Dist::Fixed { value: gap },
+            spacing_ns,
+        };
+        assert!(bursts(1e-3, 0.0).validate("a").is_ok());
+        assert!(bursts(0.9e-3, 0.0).validate("a").is_err());
+        assert!(bursts(1.0, 1e12).validate("a").is_ok());
+        assert!(bursts(1.0, 1.1e12).validate("a").is_err());
+    }
+
+    #[test]
     fn fixed_is_exact() {
         let p = ArrivalProcess::fixed_rate(4e6);
         let mut rng = rand::rngs::mock::StepRng::new(0, 1);
