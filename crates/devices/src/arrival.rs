@@ -580,6 +580,12 @@ mod tests {
             spacing: Spacing::Poisson,
         };
         assert_eq!(on_off.mean_rate_per_s(), Some(7.5e6));
+        // A generator states the rate of its spec.
+        for spec in [bursts, on_off] {
+            let g = spec.generator("a", None).unwrap();
+            let (a, b) = (g.mean_rate_per_s(), spec.mean_rate_per_s().unwrap());
+            assert!((a - b).abs() < 1e-6 * b, "{spec:?}: {a} vs {b}");
+        }
     }
 
     /// The bounds are inclusive: a mean gap of exactly 1 ps, an ON mean of exactly

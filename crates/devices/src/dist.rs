@@ -199,12 +199,12 @@ mod tests {
             Dist::Fixed { value: 5.0 },
             Dist::Uniform {
                 low: 2.0,
-                high: 4.0,
+                high: 5.0,
             },
-            Dist::Exponential { mean: 100.0 },
+            Dist::Exponential { mean: 5.0 },
             Dist::ShiftedExponential {
-                min: 50.0,
-                mean_above_min: 10.0,
+                min: 1.0,
+                mean_above_min: 2.0,
             },
             Dist::LogNormal {
                 mean: 3400.0,
@@ -218,9 +218,147 @@ mod tests {
         ];
         for d in cases {
             d.validate("d").unwrap();
+            assert!(d.mean() > 0.0, "{d:?}");
             let m = empirical_mean(&d, 200_000);
             let rel = (m - d.mean()).abs() / d.mean();
             assert!(rel < 0.02, "{d:?}: sample mean {m}, stated {}", d.mean());
+        }
+    }
+
+    #[test]
+    fn stated_means_by_hand() {
+        assert_eq!(
+            Dist::Uniform {
+                low: 2.0,
+                high: 5.0
+            }
+            .mean(),
+            3.5
+        );
+        assert_eq!(
+            Dist::ShiftedExponential {
+                min: 1.0,
+                mean_above_min: 2.0
+            }
+            .mean(),
+            3.0
+        );
+        assert_eq!(
+            Dist::Pareto {
+                scale: 2.0,
+                shape: 3.0
+            }
+            .mean(),
+            3.0
+        );
+        assert_eq!(
+            Dist::LogNormal {
+                mean: 7.0,
+                sigma: 1.0
+            }
+            .mean(),
+            7.0
+        );
+    }
+
+    /// Every parameter is checked on its own: each bad value alone is refused and
+    /// named; the smallest good values pass.
+    #[test]
+    fn each_parameter_is_checked_alone() {
+        let bad = [
+            (Dist::Fixed { value: 1e13 }, "value"),
+            (
+                Dist::Fixed {
+                    value: f64::INFINITY,
+                },
+                "value",
+            ),
+            (Dist::Fixed { value: -1.0 }, "value"),
+            (
+                Dist::Uniform {
+                    low: -1.0,
+                    high: 2.0,
+                },
+                "low",
+            ),
+            (
+                Dist::ShiftedExponential {
+                    min: -1.0,
+                    mean_above_min: 2.0,
+                },
+                "min",
+            ),
+            (
+                Dist::ShiftedExponential {
+                    min: 1.0,
+                    mean_above_min: 0.0,
+                },
+                "mean_above_min",
+            ),
+            (
+                Dist::ShiftedExponential {
+                    min: 1.0,
+                    mean_above_min: f64::NAN,
+                },
+                "mean_above_min",
+            ),
+            (
+                Dist::LogNormal {
+                    mean: 0.0,
+                    sigma: 0.5,
+                },
+                "mean",
+            ),
+            (
+                Dist::LogNormal {
+                    mean: 1e13,
+                    sigma: 0.5,
+                },
+                "mean",
+            ),
+            (
+                Dist::Pareto {
+                    scale: 0.0,
+                    shape: 2.0,
+                },
+                "scale",
+            ),
+            (
+                Dist::Pareto {
+                    scale: 1e13,
+                    shape: 2.0,
+                },
+                "scale",
+            ),
+            (Dist::Exponential { mean: 1e13 }, "mean"),
+        ];
+        for (d, field) in bad {
+            let e = d.validate("d").unwrap_err().to_string();
+            assert!(e.contains(&format!("d.{field}")), "{d:?}: {e}");
+        }
+        let good = [
+            Dist::Fixed { value: 0.0 },
+            Dist::Fixed { value: 1e12 },
+            Dist::Uniform {
+                low: 0.0,
+                high: 0.0,
+            },
+            Dist::ShiftedExponential {
+                min: 0.0,
+                mean_above_min: 1e-9,
+            },
+            Dist::LogNormal {
+                mean: 1e-9,
+                sigma: 0.0,
+            },
+            Dist::Pareto {
+                scale: 1e-9,
+                shape: 1.5,
+            },
+            Dist::Exponential { mean: 1e12 },
+        ];
+        for d in good {
+            assert!(d.validate("d").is_ok(), "{d:?}");
         }
     }
 
