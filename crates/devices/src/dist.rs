@@ -135,7 +135,7 @@ impl Dist {
             Dist::LogNormal { mean, sigma } => {
                 // mean = exp(mu + sigma^2 / 2), so mu = ln(mean) - sigma^2 / 2.
                 let mu = mean.ln() - 0.5 * sigma * sigma;
-                (mu + sigma * std_normal(rng)).exp()
+                sigma.mul_add(std_normal(rng), mu).exp()
             }
             Dist::Pareto { scale, shape } => {
                 // Inverse CDF: P(X > x) = (scale / x)^shape; 1 - u is in (0, 1].
@@ -223,6 +223,24 @@ mod tests {
             let rel = (m - d.mean()).abs() / d.mean();
             assert!(rel < 0.02, "{d:?}: sample mean {m}, stated {}", d.mean());
         }
+    }
+
+    /// Exponential draws spread as the distribution says: P(X <= mean) = 1 - 1/e, and
+    /// the shifted form keeps that shape above its minimum.
+    #[test]
+    fn exponential_samples_have_the_exponential_shape() {
+        let mut r = rng();
+        let n = 100_000;
+        let d = Dist::Exponential { mean: 5.0 };
+        let below = (0..n).filter(|_| d.sample(&mut r) <= 5.0).count() as f64 / n as f64;
+        let want = 1.0 - (-1.0f64).exp();
+        assert!((below - want).abs() < 0.01, "{below} vs {want}");
+        let d = Dist::ShiftedExponential {
+            min: 1.0,
+            mean_above_min: 2.0,
+        };
+        let below = (0..n).filter(|_| d.sample(&mut r) <= 3.0).count() as f64 / n as f64;
+        assert!((below - want).abs() < 0.01, "{below} vs {want}");
     }
 
     #[test]
