@@ -392,6 +392,11 @@ mod tests {
         let median = v[25_000];
         let expect = 1000.0 * (-0.125f64).exp();
         assert!((median - expect).abs() / expect < 0.02, "median {median}");
+        // One standard deviation of the underlying normal: the 84.13th percentile is
+        // e^sigma times the median.
+        let p84 = v[(50_001.0 * 0.8413) as usize];
+        let spread = p84 / median;
+        assert!((spread - 0.5f64.exp()).abs() < 0.03, "p84/median {spread}");
     }
 
     #[test]

@@ -131,6 +131,10 @@ mod tests {
         assert_eq!(msi.at, t0);
         assert_eq!(t1, SimTime(2_000_000));
         assert_eq!(q.counters().msis_raised, 1);
+        assert_eq!(msi.source_id, 0x0100);
+        assert_eq!((q.message(), q.source_id()), (msg, 0x0100));
+        let _ = q.complete(t1, &mut rng);
+        assert_eq!((q.counters().completions, q.counters().msis_raised), (2, 2));
     }
 
     #[test]
@@ -463,6 +467,74 @@ mod wq_tests {
         )
     }
 
+    /// Depth 1..=4096 and engines 1..=64, both ends included; costs must be finite,
+    /// non-negative, bandwidths positive, at most 1e12.
+    #[test]
+    fn work_queue_limits_are_inclusive() {
+        let with = |depth, engines| DsaWqConfig {
+            depth,
+            engines,
+            ..DsaWqConfig::default()
+        };
+        for (depth, engines) in [(1, 1), (4096, 64)] {
+            assert!(
+                with(depth, engines).validate("wq").is_ok(),
+                "{depth} {engines}"
+            );
+        }
+        for (depth, engines, field) in [
+            (0, 1, "wq.depth"),
+            (4097, 1, "wq.depth"),
+            (1, 0, "wq.engines"),
+            (1, 65, "wq.engines"),
+        ] {
+            let e = with(depth, engines).validate("wq").unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
+        let costs = |over: f64, fill: f64| DsaCosts {
+            descriptor_overhead_ns: over,
+            fill_gbps: fill,
+            ..DsaCosts::default()
+        };
+        assert!(costs(0.0, 1e12).validate("c").is_ok());
+        assert!(costs(1e12, 1e-9).validate("c").is_ok());
+        for (c, field) in [
+            (costs(-1.0, 30.0), "c.descriptor_overhead_ns"),
+            (costs(1.1e12, 30.0), "c.descriptor_overhead_ns"),
+            (costs(0.0, 0.0), "c.fill_gbps"),
+            (costs(0.0, 1.1e12), "c.fill_gbps"),
+        ] {
+            let e = c.validate("c").unwrap_err().to_string();
+            assert!(e.contains(field), "{c:?}: {e}");
+        }
+        let bad_costs = DsaWqConfig {
+            costs: Some(costs(-1.0, 30.0)),
+            ..DsaWqConfig::default()
+        };
+        assert!(bad_costs
+            .validate("wq")
+            .unwrap_err()
+            .to_string()
+            .contains("wq.costs.descriptor_overhead_ns"));
+    }
+
+    #[test]
+    fn a_work_queue_keeps_what_it_was_built_with() {
+        let cfg = DsaWqConfig {
+            depth: 7,
+            ..DsaWqConfig::default()
+        };
+        let msg = MsiMessage {
+            address: 0xfee0_1000,
+            data: 3,
+        };
+        let q = DsaWorkQueue::new(cfg.clone(), &DsaCosts::default(), msg, 0x42);
+        assert_eq!(q.config(), &cfg);
+        assert_eq!((q.message(), q.source_id()), (msg, 0x42));
+        assert_eq!(q.service_time(), cfg.service_time(&DsaCosts::default()));
+        assert!(q.service_time() > sim_core::Duration::ZERO);
+    }
+
     #[test]
     fn service_time_grows_with_size() {
         let p = DsaCosts::default();
@@ -501,6 +573,7 @@ mod wq_tests {
         let (_, next) = q.complete(t + svc);
         assert_eq!(next, None);
         assert_eq!(q.occupancy(), 1);
+        assert_eq!((q.counters().completed, q.counters().msis_raised), (2, 2));
     }
 
     #[test]

@@ -240,6 +240,19 @@ fn config_errors_name_the_field() {
             .unwrap();
     assert!(c.validate("n").is_ok());
     assert!(toml::from_str::<NicConfig>("itr = 3\n").is_err());
+    // The interval may equal the maximum.
+    let at_max = NicConfig {
+        itr_max_units: 100,
+        itr_interval: 100,
+        ..NicConfig::default()
+    };
+    assert!(at_max.validate("n").is_ok());
+    assert!(NicConfig {
+        itr_interval: 101,
+        ..at_max
+    }
+    .validate("n")
+    .is_err());
 }
 
 #[test]
