@@ -162,10 +162,15 @@ fn tx_leaves_at_wire_speed_completes_and_is_cleaned_by_the_poll() {
         assert_eq!(q.transmit(SimTime::ZERO), TxOutcome::Queued);
     }
     assert_eq!(q.transmit(SimTime::ZERO), TxOutcome::RingFull);
+    assert_eq!(q.tx_in_flight(), 3);
+    assert_eq!(q.config().tx_ring, 3);
+    assert!(q.irq_enabled(), "enabled until its MSI fires");
     assert_eq!(q.next_event(), Some(SimTime(67_200)));
     let mut out = Vec::new();
     q.advance(SimTime(1_000_000), &mut r, &mut out);
     assert_eq!(msi_times(&out), vec![SimTime(67_200)]);
+    assert!(!q.irq_enabled(), "the MSI masked the vector");
+    assert_eq!(q.tx_in_flight(), 0);
     assert_eq!(q.tx_pending_clean(), 3);
     let p = q.poll(64, 2);
     assert_eq!(
