@@ -394,3 +394,75 @@ proptest! {
         prop_assert_eq!(q.tx_in_flight(), 0);
     }
 }
+
+/// With `cause_latch = false` the device looks at its rings when re-enabled: TX
+/// completions alone are work and fire an MSI; empty rings fire none. Unmasks are
+/// counted only when the vector was masked; empty polls are counted.
+#[test]
+fn unmask_without_a_latch_looks_at_the_rings() {
+    let cfg = NicConfig {
+        tx_ring: 4,
+        itr_interval: 0,
+        cause_latch: false,
+        ..NicConfig::default()
+    };
+    let mut q = queue(cfg.clone(), None);
+    let mut r = rng();
+    let mut out = Vec::new();
+    assert_eq!(q.transmit(SimTime::ZERO), TxOutcome::Queued);
+    q.advance(SimTime(1_000_000), &mut r, &mut out);
+    assert_eq!(msi_times(&out).len(), 1, "{out:?}");
+    assert_eq!(q.tx_pending_clean(), 1);
+    let due = q.unmask_irq(SimTime(1_000_000));
+    assert_eq!(
+        due,
+        Some(SimTime(1_000_000)),
+        "a TX completion waits: fire at once"
+    );
+    assert_eq!(q.counters().unmasks, 1);
+    let _ = q.unmask_irq(SimTime(1_000_000));
+    assert_eq!(q.counters().unmasks, 1, "already enabled: not an unmask");
+
+    let mut idle = queue(cfg, None);
+    idle.mask_irq();
+    assert!(!idle.irq_enabled());
+    assert_eq!(idle.unmask_irq(SimTime(5)), None, "nothing in the rings");
+    let p = idle.poll(64, 256);
+    assert_eq!((p.rx, p.tx), (0, 0));
+    assert_eq!((idle.counters().polls, idle.counters().polls_empty), (1, 1));
+}
+
+/// A masked vector raises no MSI for work that arrives while it is masked.
+#[test]
+fn a_masked_vector_raises_nothing() {
+    let mut q = queue(
+        NicConfig {
+            itr_interval: 0,
+            ..NicConfig::default()
+        },
+        None,
+    );
+    q.mask_irq();
+    let _ = q.rx_packet(SimTime(0));
+    let mut out = Vec::new();
+    q.advance(SimTime(1_000_000), &mut rng(), &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(q.counters().msis, 0);
+}
+
+#[test]
+#[should_panic(expected = "RX: arrived = dropped + in ring + polled")]
+fn conservation_check_fires_on_a_lost_packet() {
+    let mut q = queue(NicConfig::default(), None);
+    let _ = q.rx_packet(SimTime(0));
+    q.rx_ring.clear();
+    q.check_conservation();
+}
+
+#[test]
+#[should_panic(expected = "was not advanced")]
+fn input_before_a_due_event_was_advanced_is_a_schedule_bug() {
+    let mut q = queue(NicConfig::default(), Some(every_us(1.0)));
+    q.start(SimTime::ZERO, &mut rng());
+    let _ = q.rx_packet(us(5));
+}
