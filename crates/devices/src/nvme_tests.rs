@@ -636,3 +636,23 @@ proptest! {
         prop_assert!(posted.windows(2).all(|w| w[1] - w[0] >= Duration::from_ns(500)));
     }
 }
+
+/// THR and TIME are 8-bit fields of Set Features FID 08h: 255 is the largest value.
+#[test]
+fn coalescing_fields_are_eight_bits() {
+    let with = |threshold, time_100us| NvmeConfig {
+        coalescing: Coalescing {
+            threshold,
+            time_100us,
+        },
+        ..NvmeConfig::default()
+    };
+    assert!(with(255, 255).validate("nvme[0]").is_ok());
+    for (thr, time, field) in [
+        (256, 0, "nvme[0].coalescing.threshold"),
+        (0, 256, "nvme[0].coalescing.time_100us"),
+    ] {
+        let e = with(thr, time).validate("nvme[0]").unwrap_err().to_string();
+        assert!(e.contains(field), "{e}");
+    }
+}
