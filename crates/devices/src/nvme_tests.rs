@@ -656,3 +656,63 @@ fn coalescing_fields_are_eight_bits() {
         assert!(e.contains(field), "{e}");
     }
 }
+
+/// Landed and in-flight CQ entries, per queue and summed over queues.
+#[test]
+fn landing_counts_and_totals_per_queue() {
+    let cfg = NvmeConfig {
+        queues: 2,
+        latency_ns: Some(fixed_latency(1000.0)),
+        ..NvmeConfig::default()
+    };
+    let mut d = drive(cfg.clone());
+    assert_eq!(d.config(), &cfg);
+    let mut r = rng();
+    for tag in 0..3 {
+        assert_eq!(d.submit(ns(0), 0, tag, &mut r), NvmeSubmitOutcome::Accepted);
+    }
+    assert_eq!(d.submit(ns(0), 1, 9, &mut r), NvmeSubmitOutcome::Accepted);
+    let mut writes = Vec::new();
+    while let Some(t) = d.next_event() {
+        d.advance(t, &mut writes);
+    }
+    assert_eq!(
+        (d.cq_len(0), d.cq_in_flight(0)),
+        (0, 3),
+        "written, not landed"
+    );
+    d.land(0);
+    assert_eq!((d.cq_len(0), d.cq_in_flight(0)), (1, 2));
+    d.land(0);
+    d.land(1);
+    assert_eq!((d.cq_len(0), d.cq_in_flight(0), d.cq_len(1)), (2, 1, 1));
+    let t = d.totals();
+    assert_eq!((t.submitted, t.completed), (4, 4));
+    assert_eq!(d.counters(0).submitted, 3);
+    let msis = writes
+        .iter()
+        .filter(|w| matches!(w, NvmeWrite::Msi(_)))
+        .count() as u64;
+    assert_eq!(t.msis, msis);
+    assert_eq!(t.msis, d.counters(0).msis + d.counters(1).msis);
+}
+
+#[test]
+fn link_time_and_host_cost_fields() {
+    let c = NvmeDriveCosts {
+        link_gbytes_per_s: 8.0,
+        ..NvmeDriveCosts::default()
+    };
+    assert_eq!(c.link_time(4096), Duration::from_ns(512));
+    for field in ["submit_cycles", "reap_entry_cycles", "irq_cycles"] {
+        let mut h = NvmeHostCosts::default();
+        match field {
+            "submit_cycles" => h.submit_cycles = -1.0,
+            "reap_entry_cycles" => h.reap_entry_cycles = f64::NAN,
+            _ => h.irq_cycles = f64::INFINITY,
+        }
+        let e = h.validate("host").unwrap_err().to_string();
+        assert!(e.contains(&format!("host.{field}")), "{e}");
+    }
+    assert!(NvmeHostCosts::default().validate("host").is_ok());
+}
