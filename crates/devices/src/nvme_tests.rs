@@ -716,3 +716,12 @@ fn link_time_and_host_cost_fields() {
     }
     assert!(NvmeHostCosts::default().validate("host").is_ok());
 }
+
+#[test]
+#[should_panic(expected = "queue 0: submitted = in device + in CQ + reaped")]
+fn conservation_check_fires_on_a_lost_command() {
+    let mut d = drive(NvmeConfig::default());
+    let _ = d.submit(ns(0), 0, 1, &mut rng());
+    d.queues[0].in_device = 0;
+    d.check_conservation();
+}

@@ -364,6 +364,32 @@ mod tests {
     }
 
     #[test]
+    fn a_last_line_of_exactly_the_bound_without_a_newline_is_read() {
+        let last = format!("7,{}", "x".repeat(TRACE_MAX_LINE_BYTES - 2));
+        assert_eq!(parse(&format!("5\n{last}")).unwrap().times_ns(), &[5, 7]);
+    }
+
+    /// Picoseconds in a u64 end at 1.8e19: the largest timestamp is 9 223 372 036 854 775
+    /// ns (half of that range, so replays can still add offsets).
+    #[test]
+    fn the_largest_timestamp() {
+        assert!(parse("9223372036854775\n").is_ok());
+        let e = parse("9223372036854776\n").unwrap_err();
+        assert!(
+            matches!(e, TraceError::NotATimestamp { line: 1, .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn mean_rate_over_the_span_without_rebase() {
+        let t = parse("1000\n1500\n2000\n").unwrap();
+        assert!((t.mean_rate_per_s() - 2e6).abs() < 1e-3);
+        assert!(!t.is_empty() && t.len() == 3);
+        assert_eq!(parse("5\n5\n").unwrap().mean_rate_per_s(), f64::INFINITY);
+    }
+
+    #[test]
     fn rebase_subtracts_the_first_timestamp() {
         let t = TraceArrival::parse(Path::new("t.csv"), "1000\n1500\n", true).unwrap();
         assert_eq!(t.times_ns(), &[0, 500]);
