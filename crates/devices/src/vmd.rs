@@ -401,6 +401,21 @@ mod tests {
         ChildIrq { child, irq }
     }
 
+    /// VMD_FEAT_OFFSET_FIRST_VECTOR reserves vector 0 for the domain's own events, so
+    /// child interrupts start at 1; a child may allocate up to the domain's vectors.
+    #[test]
+    fn first_vector_and_child_limit() {
+        let plain = domain(32, false);
+        let offset = domain(64, true);
+        assert_eq!((plain.first_vector(), offset.first_vector()), (0, 1));
+        assert_eq!(
+            (plain.max_child_vectors(), offset.max_child_vectors()),
+            (32, 64)
+        );
+        assert_eq!(offset.config().vectors, 64);
+        assert!(offset.config().offset_first_vector);
+    }
+
     #[test]
     fn nvme_irqs_take_the_least_used_vector_after_the_first() {
         let mut d = domain(4, false);
