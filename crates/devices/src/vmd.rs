@@ -404,6 +404,14 @@ mod tests {
     /// VMD_FEAT_OFFSET_FIRST_VECTOR reserves vector 0 for the domain's own events, so
     /// child interrupts start at 1; a child may allocate up to the domain's vectors.
     #[test]
+    #[should_panic(expected = "vector 1: every child MSI is a VMD MSI or merged into one")]
+    fn conservation_check_fires_on_a_lost_child_msi() {
+        let mut d = domain(4, false);
+        d.counters[1].child_msis += 1;
+        d.check_conservation();
+    }
+
+    #[test]
     fn first_vector_and_child_limit() {
         let plain = domain(32, false);
         let offset = domain(64, true);
