@@ -1035,6 +1035,41 @@ mod tests {
         );
     }
 
+    /// Sixteen commands from slot 0 are four 64-byte lines; each completion signal and
+    /// each command error is counted once.
+    #[test]
+    fn lines_of_four_and_signal_counters() {
+        let mut cq = q(4, SmmuFeatures::default());
+        for k in 0..16 {
+            cq.write_entry(QueuePtr(k), Command::TlbiNsnhAll.encode());
+        }
+        cq.write_prod(SimTime::ZERO, 16).unwrap();
+        let _ = drain(&mut cq, SimTime::ZERO);
+        assert_eq!(cq.counters().line_fetches, 4);
+
+        let sync = |cs| Command::Sync {
+            cs,
+            msi_addr: 0x1000,
+            msi_data: 0,
+        };
+        let no_msi = SmmuFeatures {
+            msi: false,
+            ..SmmuFeatures::default()
+        };
+        let mut cq = q(3, no_msi);
+        cq.write_entry(QueuePtr(0), sync(SyncSignal::Irq).encode());
+        cq.write_entry(QueuePtr(1), sync(SyncSignal::Sev).encode());
+        cq.write_entry(QueuePtr(2), sync(SyncSignal::Sev).encode());
+        cq.write_entry(QueuePtr(3), [0x07, 0]);
+        cq.write_prod(SimTime::ZERO, 4).unwrap();
+        let _ = drain(&mut cq, SimTime::ZERO);
+        let c = cq.counters();
+        assert_eq!(
+            (c.wired_irqs, c.sev_events, c.msi_writes, c.errors),
+            (1, 2, 0, 1)
+        );
+    }
+
     #[test]
     fn the_queue_keeps_its_configuration() {
         let features = SmmuFeatures {
