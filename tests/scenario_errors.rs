@@ -495,12 +495,15 @@ fn a_bad_cost_field_is_named_by_its_scenario_path() {
     }
 }
 
+/// An edit of the base scenario text.
+type Edit<'a> = &'a dyn Fn(&str) -> String;
+
 /// Valid scenarios with likely mistakes get a warning that names the field.
 #[test]
 fn likely_mistakes_are_warned_about_by_field() {
     let ok = check(|b| b.to_string()).unwrap();
     assert!(ok.warnings().is_empty(), "{:?}", ok.warnings());
-    let cases: [(&dyn Fn(&str) -> String, &str); 3] = [
+    let cases: [(Edit, &str); 3] = [
         (
             &|b: &str| {
                 b.replace(
