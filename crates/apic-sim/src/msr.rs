@@ -653,27 +653,19 @@ mod tests {
     /// with "receive illegal vector" added (SDM 11.5.3). Vector 16 is legal.
     #[test]
     fn error_lvt_with_an_illegal_vector() {
-        let mut a = apic(1);
-        let _ = a.wrmsr(T0, MSR_LVT_ERROR, 0x0f);
-        let fx = a.wrmsr(T0, MSR_SELF_IPI, 0x05);
-        assert!(fx.contains(&ApicEffect::ErrorLogged {
-            esr_bits: 0x20,
-            interrupt: None
-        }));
-        assert_eq!(a.deliverable(), None);
-        let _ = a.wrmsr(T0, MSR_ESR, 0);
-        assert_eq!(read(&a, MSR_ESR), 0x60, "bits 5 and 6");
-
-        let mut a = apic(1);
-        let _ = a.wrmsr(T0, MSR_LVT_ERROR, 0x10);
-        let fx = a.wrmsr(T0, MSR_SELF_IPI, 0x05);
-        assert!(fx.contains(&ApicEffect::ErrorLogged {
-            esr_bits: 0x20,
-            interrupt: Some(Vector(0x10))
-        }));
-        assert_eq!(a.deliverable(), Some(Vector(0x10)));
-        let _ = a.wrmsr(T0, MSR_ESR, 0);
-        assert_eq!(read(&a, MSR_ESR), 0x20);
+        // (error LVT vector, the interrupt it raises, ESR after the latch)
+        for (lvt, interrupt, esr) in [(0x0f, None, 0x60), (0x10, Some(Vector(0x10)), 0x20)] {
+            let mut a = apic(1);
+            let _ = a.wrmsr(T0, MSR_LVT_ERROR, lvt);
+            let fx = a.wrmsr(T0, MSR_SELF_IPI, 0x05);
+            assert!(fx.contains(&ApicEffect::ErrorLogged {
+                esr_bits: 0x20,
+                interrupt
+            }));
+            assert_eq!(a.deliverable(), interrupt);
+            let _ = a.wrmsr(T0, MSR_ESR, 0);
+            assert_eq!(read(&a, MSR_ESR), esr, "LVT vector {lvt:#x}");
+        }
     }
 
     #[test]
