@@ -1,11 +1,15 @@
-//! The 64-byte posted-interrupt descriptor (PID) and a MESI model of its cache line.
+//! The 64-byte posted-interrupt descriptor (PID) and the MESI model of a shared cache
+//! line that the descriptor and every other shared line use.
 //!
 //! - [`desc`]: [`PiDesc`], the descriptor's bit layout (Intel VT-d 5.2.3 / 9.12, Linux
 //!   `posted_intr.h`) and [`PiDesc::post`], the IOMMU's atomic posting update that sets
 //!   PIR\[vector\] and decides whether to send a notification.
-//! - [`mesi`]: [`PidLine`], the one line shared by CPU cores (each core's private cache
-//!   is an agent) and the IOMMU (a coherent agent in the uncore): per-agent MESI states,
-//!   the data, per-agent counters and transition counts. [`PidLine::cost`] says what an
+//! - [`mesi`]: [`Line`], one 64-byte line shared by coherent agents, generic over its
+//!   data: [`PidLine`] holds a descriptor, [`DataLine`] plain [`Words`] (every other
+//!   line the simulator shares: cross-call CSDs and queue heads). Agents are CPU cores
+//!   (each core's private cache) and the IOMMU (a coherent agent in the uncore): per-agent
+//!   MESI states, the data, per-agent counters, transition counts, and occupancy (one
+//!   transfer of a line at a time). [`PidLine::cost`] says what an
 //!   access would cost now; [`PidLine::perform`] applies it. Both classify the access
 //!   with the same [`PidLine::classify`].
 //! - [`costs`]: [`LineCosts`], the latency of each kind of access, every default cited.
@@ -54,8 +58,8 @@ pub mod mesi;
 pub use costs::LineCosts;
 pub use desc::{is_pid_aligned, Notification, PiDesc, PostResult, PID_ALIGN};
 pub use mesi::{
-    AccessKind, Agent, AgentCounters, LineOp, Mesi, OpClass, OpResult, OpValue, PidLine, Residence,
-    TransitionCounts,
+    AccessKind, Agent, AgentCounters, DataLine, Line, LineData, LineOp, Mesi, Occupancy, OpClass,
+    OpResult, OpValue, PidLine, Residence, TransitionCounts, Words,
 };
 
 /// Configuration and API-misuse errors of this crate.

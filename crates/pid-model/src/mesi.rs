@@ -1,7 +1,10 @@
-//! MESI model of the one cache line holding a posted-interrupt descriptor.
+//! MESI model of one 64-byte cache line shared by coherent agents: the line holding a
+//! posted-interrupt descriptor ([`PidLine`]), and every other line the simulator shares
+//! between agents (a cross-call's CSD and queue head, an SMMU queue's words), which hold
+//! plain [`Words`].
 //!
 //! Agents are the private caches of CPU cores and the IOMMU (a coherent agent in the
-//! uncore). [`PidLine`] keeps the line's data, which agents hold it in which state, and
+//! uncore). [`Line`] keeps the line's data, which agents hold it in which state, and
 //! per-agent counters. Its API is split so a simulator can charge time when an access
 //! is issued and apply it when it completes:
 //!
@@ -12,7 +15,9 @@
 //!   [`PidLine::cost`] (its latency, derived from `classify`);
 //! - the one input: [`PidLine::perform`], which applies the access (classified by the
 //!   same `classify`) and returns the value it read and the access kind;
-//! - [`PidLine::check_invariants`] for tests and debug builds.
+//! - [`PidLine::check_invariants`] for tests and debug builds;
+//! - occupancy: [`Line::occupy`] serialises transfers, so a second requester waits
+//!   while a transfer of the line is in flight ([`Line::occupancy`] counts the waits).
 //!
 //! State is sparse: `holders` lists only agents holding the line (in M, E or S) and
 //! the counter tables list only agents that ever touched it, so no operation scans all
@@ -22,11 +27,80 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use sim_core::{CpuId, Duration, Freq, Vector};
+use sim_core::{CpuId, Duration, Freq, SimTime, Vector};
 
 use crate::costs::LineCosts;
 use crate::desc::{PiDesc, PostResult, PID_BITS, PID_WORDS};
 use crate::PidError;
+
+/// What a [`Line`] holds: eight 64-bit words, and for a posted-interrupt descriptor
+/// the IOMMU's posting update.
+pub trait LineData: Clone + fmt::Debug + PartialEq {
+    /// Word `i` (0..8).
+    fn word(&self, i: usize) -> u64;
+    /// Sets word `i` (0..8).
+    fn set_word(&mut self, i: usize, value: u64);
+    /// Sets or clears bit `bit` (0..512); returns its old value.
+    fn set_bit(&mut self, bit: u32, value: bool) -> bool {
+        let (w, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        let old = self.word(w);
+        self.set_word(w, if value { old | mask } else { old & !mask });
+        old & mask != 0
+    }
+    /// Whether the IOMMU posts into lines of this type ([`LineOp::IommuPost`]).
+    const POSTABLE: bool = false;
+    /// The IOMMU's posting update; only called when [`Self::POSTABLE`].
+    fn post(&mut self, vector: Vector, urg: bool) -> PostResult {
+        let _ = (vector, urg);
+        unreachable!("validated: only postable lines take IommuPost")
+    }
+}
+
+impl LineData for PiDesc {
+    fn word(&self, i: usize) -> u64 {
+        PiDesc::word(self, i)
+    }
+    fn set_word(&mut self, i: usize, value: u64) {
+        PiDesc::set_word(self, i, value)
+    }
+    fn set_bit(&mut self, bit: u32, value: bool) -> bool {
+        PiDesc::set_bit(self, bit, value)
+    }
+    const POSTABLE: bool = true;
+    fn post(&mut self, vector: Vector, urg: bool) -> PostResult {
+        PiDesc::post(self, vector, urg)
+    }
+}
+
+/// A line of plain data: eight words with no hardware meaning of their own (a CSD,
+/// a queue head, an SMMU queue's producer word).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Words(pub [u64; PID_WORDS]);
+
+impl LineData for Words {
+    fn word(&self, i: usize) -> u64 {
+        self.0[i]
+    }
+    fn set_word(&mut self, i: usize, value: u64) {
+        self.0[i] = value;
+    }
+}
+
+/// A line of plain [`Words`].
+pub type DataLine = Line<Words>;
+/// The line of a posted-interrupt descriptor.
+pub type PidLine = Line<PiDesc>;
+
+/// Waits of requesters that found a transfer of the line in flight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Occupancy {
+    /// Transfers that started after another transfer of the line ended.
+    pub waits: u64,
+    /// Total time those requesters waited, ps.
+    pub wait_ps: u64,
+    /// Transfers claimed through [`Line::occupy`].
+    pub transfers: u64,
+}
 
 /// A coherent agent that may cache the line.
 ///
@@ -304,16 +378,19 @@ impl TransitionCounts {
     }
 }
 
-/// The descriptor's cache line, its coherence state across agents, and counters.
+/// One cache line, its coherence state across agents, counters and occupancy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PidLine {
-    desc: PiDesc,
+pub struct Line<D> {
+    desc: D,
     home_socket: u16,
     /// Agents holding the line in M, E or S (never I); each at most once.
     holders: Vec<(Agent, Mesi)>,
     residence: Residence,
     counters: Vec<(Agent, AgentCounters)>,
     transitions: Vec<(Agent, TransitionCounts)>,
+    /// When the transfer in flight ends (no transfer: any time in the past).
+    busy_until: SimTime,
+    occupancy: Occupancy,
 }
 
 impl PidLine {
@@ -326,19 +403,58 @@ impl PidLine {
     /// NV/NDST before time starts; use [`LineOp::Store`] to change them in simulated
     /// time.
     pub fn with_desc(desc: PiDesc, home_socket: u16) -> PidLine {
-        PidLine {
-            desc,
+        Line::with_data(desc, home_socket)
+    }
+
+    /// The descriptor.
+    pub fn desc(&self) -> &PiDesc {
+        &self.desc
+    }
+}
+
+impl<D: LineData> Line<D> {
+    /// A line holding `data`, homed on `home_socket`, cold (in DRAM), held by nobody.
+    pub fn with_data(data: D, home_socket: u16) -> Line<D> {
+        Line {
+            desc: data,
             home_socket,
             holders: Vec::new(),
             residence: Residence::Memory,
             counters: Vec::new(),
             transitions: Vec::new(),
+            busy_until: SimTime::ZERO,
+            occupancy: Occupancy::default(),
         }
     }
 
     /// The line's current data.
-    pub fn desc(&self) -> &PiDesc {
+    pub fn data(&self) -> &D {
         &self.desc
+    }
+
+    /// When the transfer of the line now in flight (if any) ends.
+    pub fn busy_until(&self) -> SimTime {
+        self.busy_until
+    }
+
+    /// Claims the line for a transfer requested at `now` that takes `cost` once it
+    /// starts, and returns when it starts: at `now`, or when the transfer already in
+    /// flight ends (a line moves between caches one transfer at a time). Callers pass
+    /// only accesses that move the line or its ownership; an L1 hit does not occupy it.
+    pub fn occupy(&mut self, now: SimTime, cost: Duration) -> SimTime {
+        let start = now.max(self.busy_until);
+        if start > now {
+            self.occupancy.waits += 1;
+            self.occupancy.wait_ps += start.since(now).as_ps();
+        }
+        self.occupancy.transfers += 1;
+        self.busy_until = start + cost;
+        start
+    }
+
+    /// Waits on this line so far.
+    pub fn occupancy(&self) -> Occupancy {
+        self.occupancy
     }
     pub fn home_socket(&self) -> u16 {
         self.home_socket
@@ -443,8 +559,8 @@ impl PidLine {
     /// # Panics
     /// If `op` is invalid for `agent` (see [`LineOp::validate`]).
     pub fn cost(&self, agent: Agent, op: &LineOp, costs: &LineCosts, cpu_freq: Freq) -> Duration {
-        if let Err(e) = op.validate(agent) {
-            panic!("PidLine::cost: {e}");
+        if let Err(e) = self.validate_op(agent, op) {
+            panic!("Line::cost: {e}");
         }
         costs.access_cost(self.classify(agent, op), op.class(), cpu_freq)
     }
@@ -456,8 +572,8 @@ impl PidLine {
     /// If `op` is invalid for `agent` (see [`LineOp::validate`]); callers taking ops
     /// from user input should call `validate` first.
     pub fn perform(&mut self, agent: Agent, op: LineOp) -> OpResult {
-        if let Err(e) = op.validate(agent) {
-            panic!("PidLine::perform: {e}");
+        if let Err(e) = self.validate_op(agent, &op) {
+            panic!("Line::perform: {e}");
         }
         let kind = self.classify(agent, &op);
         let from = self.state(agent);
@@ -542,6 +658,18 @@ impl PidLine {
             from,
             to,
         }
+    }
+
+    /// [`LineOp::validate`], and that only a descriptor line is posted into.
+    pub fn validate_op(&self, agent: Agent, op: &LineOp) -> Result<(), PidError> {
+        op.validate(agent)?;
+        if matches!(op, LineOp::IommuPost { .. }) && !D::POSTABLE {
+            return Err(PidError::OpNotAllowed {
+                agent: agent.to_string(),
+                op: format!("{op:?} on a line that holds no descriptor"),
+            });
+        }
+        Ok(())
     }
 
     fn apply_data(&mut self, op: LineOp) -> OpValue {
@@ -676,6 +804,35 @@ mod tests {
         assert_eq!(predicted, costs.access_cost(r.kind, op.class(), f()));
         line.check_invariants().unwrap();
         r
+    }
+
+    #[test]
+    fn a_second_requester_waits_for_the_transfer_in_flight() {
+        let mut l = DataLine::with_data(Words::default(), 0);
+        let t0 = SimTime::ZERO + Duration::from_ns(100);
+        let cost = Duration::from_ns(50);
+        assert_eq!(l.occupy(t0, cost), t0);
+        // Issued 20 ns into the first transfer: starts when it ends.
+        let t1 = t0 + Duration::from_ns(20);
+        assert_eq!(l.occupy(t1, cost), t0 + cost);
+        // Issued after both: no wait.
+        let t2 = t0 + Duration::from_ns(500);
+        assert_eq!(l.occupy(t2, cost), t2);
+        let o = l.occupancy();
+        assert_eq!((o.transfers, o.waits), (3, 1));
+        assert_eq!(o.wait_ps, Duration::from_ns(30).as_ps());
+    }
+
+    #[test]
+    fn a_plain_line_keeps_words_and_refuses_posts() {
+        let mut l = DataLine::with_data(Words::default(), 1);
+        let _ = l.perform(C0, LineOp::Store { word: 3, value: 7 });
+        let r = l.perform(C2, LineOp::LockedTestAndSet { bit: 64 * 3 + 3 });
+        assert_eq!(r.bit(), Some(false));
+        assert_eq!(r.kind, AccessKind::RemoteModifiedOtherSocket);
+        assert_eq!(l.data().0[3], 7 | 8);
+        assert!(l.validate_op(IO, &post(0x40)).is_err());
+        assert!(PidLine::new(0).validate_op(IO, &post(0x40)).is_ok());
     }
 
     #[test]
