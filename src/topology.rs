@@ -73,6 +73,34 @@ pub struct TopologySpec {
 }
 
 impl TopologySpec {
+    /// Logical CPUs of the machine.
+    pub fn cpu_count(&self) -> u64 {
+        self.sockets as u64 * self.cores_per_socket as u64 * self.threads_per_core as u64
+    }
+
+    /// Where Linux CPU `cpu` sits and its x2APIC ID, computed without building the
+    /// whole [`Topology`] (which lists every CPU the same way); `None` past the last
+    /// CPU.
+    pub fn place(&self, cpu: u32) -> Option<LogicalCpu> {
+        if cpu as u64 >= self.cpu_count() {
+            return None;
+        }
+        let (s, c, t) = (self.sockets, self.cores_per_socket, self.threads_per_core);
+        let (socket, core, thread) = match self.numbering {
+            CpuNumbering::PrimaryThreadsFirst => (cpu / c % s, cpu % c, cpu / (c * s)),
+            CpuNumbering::ThreadsAdjacent => (cpu / (c * t), cpu / t % c, cpu % t),
+        };
+        let thread_bits = field_bits(t);
+        let socket_shift = thread_bits + field_bits(c);
+        Some(LogicalCpu {
+            cpu: CpuId(cpu),
+            apic_id: ApicId(socket << socket_shift | core << thread_bits | thread),
+            socket,
+            core,
+            thread,
+        })
+    }
+
     /// A spec with the default numbering.
     pub fn new(sockets: u32, cores_per_socket: u32, threads_per_core: u32) -> TopologySpec {
         TopologySpec {
@@ -90,7 +118,7 @@ pub enum TopologyError {
     /// A field out of range.
     #[error("invalid configuration: {field} = {value}; allowed: {allowed}")]
     InvalidConfig {
-        /// The field, e.g. `topology.sockets` or `interconnect.line_smt_ns`.
+        /// The field, e.g. `topology.sockets` or `interconnect.ipi_cross_socket_extra_ns`.
         field: &'static str,
         /// The value given.
         value: String,
@@ -325,8 +353,9 @@ impl Topology {
     }
 }
 
-/// Latencies between logical CPUs that depend on their [`Distance`]: interrupt
-/// messages (IPIs) and cache-line transfers.
+/// Latencies between logical CPUs that depend on their [`Distance`]. Cache-line
+/// transfers are not here: every shared line is a `pid_model::Line`, priced by
+/// `costs.pid_line` (one coherence model).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InterconnectCosts {
@@ -338,31 +367,12 @@ pub struct InterconnectCosts {
     /// 108-136 ns across sockets (Ice Lake, Cascade Lake), a difference of 57-92 ns;
     /// 75 ns is its middle.
     pub ipi_cross_socket_extra_ns: f64,
-    /// A cache line the same logical CPU holds: an L1 hit, ns. Default 2: 4 cycles
-    /// (Skylake-SP L1D, COST-SOURCES.md) at 2 GHz.
-    pub line_own_ns: f64,
-    /// A line last written by the other thread of the same core, ns. Default 8:
-    /// COST-SOURCES.md gives 7-10 ns for a compare-and-swap between hyperthreads
-    /// (Ice Lake, Milan).
-    pub line_smt_ns: f64,
-    /// A line last written by another core of the same socket, ns. Default 50:
-    /// one-way compare-and-swap 44-51 ns (Ice Lake, Cascade Lake; COST-SOURCES.md),
-    /// and 55.6 ns for a load of a line Modified in another core (Cascade Lake MLC).
-    pub line_same_socket_ns: f64,
-    /// A line last written by a core of another socket, ns. Default 120: one-way
-    /// compare-and-swap 108-136 ns across sockets (Ice Lake, Cascade Lake;
-    /// COST-SOURCES.md); MLC gives 115-178 ns depending on the line's home.
-    pub line_cross_socket_ns: f64,
 }
 
 impl Default for InterconnectCosts {
     fn default() -> Self {
         InterconnectCosts {
             ipi_cross_socket_extra_ns: 75.0,
-            line_own_ns: 2.0,
-            line_smt_ns: 8.0,
-            line_same_socket_ns: 50.0,
-            line_cross_socket_ns: 120.0,
         }
     }
 }
@@ -370,19 +380,10 @@ impl Default for InterconnectCosts {
 impl InterconnectCosts {
     /// Checks that every field is a finite number >= 0 (1e12 at most).
     pub fn validate(&self) -> Result<(), TopologyError> {
-        for (field, v) in [
-            (
-                "interconnect.ipi_cross_socket_extra_ns",
-                self.ipi_cross_socket_extra_ns,
-            ),
-            ("interconnect.line_own_ns", self.line_own_ns),
-            ("interconnect.line_smt_ns", self.line_smt_ns),
-            ("interconnect.line_same_socket_ns", self.line_same_socket_ns),
-            (
-                "interconnect.line_cross_socket_ns",
-                self.line_cross_socket_ns,
-            ),
-        ] {
+        for (field, v) in [(
+            "interconnect.ipi_cross_socket_extra_ns",
+            self.ipi_cross_socket_extra_ns,
+        )] {
             if !(v.is_finite() && (0.0..=1e12).contains(&v)) {
                 return Err(TopologyError::InvalidConfig {
                     field,
@@ -404,16 +405,6 @@ impl InterconnectCosts {
             Distance::SameCpu | Distance::SmtSibling | Distance::SameSocket => 0.0,
         };
         Duration::from_ns_f64(apic.ipi_latency_ns + extra)
-    }
-
-    /// An access to a line last written at distance `distance`.
-    pub fn line_transfer(&self, distance: Distance) -> Duration {
-        Duration::from_ns_f64(match distance {
-            Distance::SameCpu => self.line_own_ns,
-            Distance::SmtSibling => self.line_smt_ns,
-            Distance::SameSocket => self.line_same_socket_ns,
-            Distance::CrossSocket => self.line_cross_socket_ns,
-        })
     }
 }
 
@@ -484,11 +475,31 @@ mod tests {
             }
         }
         let bad = InterconnectCosts {
-            line_same_socket_ns: f64::NAN,
+            ipi_cross_socket_extra_ns: f64::NAN,
             ..Default::default()
         };
         assert!(bad.validate().is_err());
         assert!(InterconnectCosts::default().validate().is_ok());
+    }
+
+    #[test]
+    fn place_agrees_with_the_built_topology() {
+        for numbering in [
+            CpuNumbering::PrimaryThreadsFirst,
+            CpuNumbering::ThreadsAdjacent,
+        ] {
+            for (s, c, t) in [(2, 20, 2), (1, 3, 1), (3, 5, 4)] {
+                let spec = TopologySpec {
+                    numbering,
+                    ..TopologySpec::new(s, c, t)
+                };
+                let topo = Topology::new(spec).unwrap();
+                for lc in topo.cpus() {
+                    assert_eq!(spec.place(lc.cpu.0), Some(*lc), "{spec:?}");
+                }
+                assert_eq!(spec.place(topo.len() as u32), None);
+            }
+        }
     }
 
     #[test]
@@ -499,6 +510,5 @@ mod tests {
         let cross = c.ipi_flight(&apic, Distance::CrossSocket);
         assert_eq!(same, Duration::from_ns_f64(apic.ipi_latency_ns));
         assert!(cross > same);
-        assert!(c.line_transfer(Distance::CrossSocket) > c.line_transfer(Distance::SameSocket));
     }
 }

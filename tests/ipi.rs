@@ -1,20 +1,47 @@
-//! The IPI algorithms under the timed driver: the right CPUs run the cross call,
-//! once each; ICR writes per mode; distance shows in the latency; APIC faults are
-//! reported, not lost.
+//! Cross calls inside `System`: the right CPUs run the function, once each; ICR
+//! writes per mode; distance shows in the latency; APIC faults are counted; a sender
+//! spinning with interrupts enabled takes device interrupts; a target busy in a
+//! handler delays the call.
 
-use irqsim::apic_sim::{DeliveryMode, DestMode, Icr, IpiDropReason, Shorthand, TriggerMode};
-use irqsim::kernel::ipi::sim::{IpiSim, IpiSimCosts};
-use irqsim::kernel::ipi::{CpuMask, IpiMode};
+use irqsim::apic_sim::{DeliveryMode as IcrDelivery, DestMode, Icr, Shorthand, TriggerMode};
+use irqsim::devices::ArrivalProcess;
+use irqsim::kernel::ipi::IpiMode;
+use irqsim::report::Report;
 use irqsim::sim_core::{CpuId, Vector};
+use irqsim::system::xcall::ShootdownConfig;
+use irqsim::system::{DeliveryMode, ScenarioError};
 use irqsim::topology::{Topology, TopologySpec};
+use irqsim::{Scenario, System};
 use proptest::prelude::*;
 
-fn machine(spec: TopologySpec) -> IpiSim {
-    IpiSim::new(Topology::new(spec).unwrap(), IpiSimCosts::default()).unwrap()
+/// One shootdown from `from` to `targets` at 1 us on an idle `spec` machine.
+fn one_call(spec: TopologySpec, from: u32, targets: Vec<u32>, mode: IpiMode) -> Scenario {
+    Scenario::builder()
+        .duration_us(2000.0)
+        .mode(DeliveryMode::Remapped)
+        .topology(spec)
+        .shootdown(ShootdownConfig {
+            name: "call".into(),
+            from: vec![from],
+            targets,
+            target_socket: None,
+            arrival: ArrivalProcess::Fixed {
+                interval_ns: 1000.0,
+            },
+            ipi_mode: mode,
+            calls: Some(1),
+        })
+        .into_unvalidated()
+}
+
+fn run(sc: &Scenario) -> (Report, System) {
+    let mut sys = System::new(sc).unwrap();
+    sys.run_to_end();
+    (sys.report(), sys)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(48))]
     /// For any machine and any target set, every target runs the function exactly
     /// once, no other CPU does, and the ICR writes are one per target (physical) or
     /// one per cluster spanned (cluster; one write when there is a single target).
@@ -27,131 +54,218 @@ proptest! {
         bits in proptest::collection::vec(any::<bool>(), 96),
         cluster_mode in any::<bool>(),
     ) {
-        let mut sim = machine(TopologySpec::new(sockets, cores, threads));
-        let n = sim.topology().len() as u32;
-        let sender = CpuId(sender_pick % n);
-        let targets: Vec<CpuId> = (0..n)
-            .filter(|&c| bits[c as usize] && c != sender.0)
-            .map(CpuId)
-            .collect();
+        let spec = TopologySpec::new(sockets, cores, threads);
+        let topo = Topology::new(spec).unwrap();
+        let n = topo.len() as u32;
+        let sender = sender_pick % n;
+        let targets: Vec<u32> = (0..n).filter(|&c| bits[c as usize] && c != sender).collect();
+        prop_assume!(!targets.is_empty());
         let mode = if cluster_mode { IpiMode::Cluster } else { IpiMode::Physical };
-        let out = sim.call_function_many(sender, &CpuMask::from_cpus(n, targets.clone()), mode).unwrap();
-        prop_assert_eq!(out.targets as usize, targets.len());
-        prop_assert_eq!(out.stats.funcs_run as usize, targets.len());
+        let (report, sys) = run(&one_call(spec, sender, targets.clone(), mode));
+        let x = report.cross_calls.as_ref().unwrap();
+        prop_assert_eq!(x.shootdowns[0].completed, 1);
+        prop_assert_eq!(x.ipis.funcs_run as usize, targets.len());
         for c in 0..n {
-            let want = targets.contains(&CpuId(c)) as u32;
-            prop_assert_eq!(sim.funcs_run_on(CpuId(c)), want, "cpu {}", c);
-            prop_assert!(sim.apic(CpuId(c)).irr().is_empty() && sim.apic(CpuId(c)).isr().is_empty());
+            let want = targets.contains(&c) as u64;
+            prop_assert_eq!(report.cpu[c as usize].funcs_run, want, "cpu {}", c);
+            prop_assert!(sys.apic(c).irr().is_empty() && sys.apic(c).isr().is_empty());
+            prop_assert!(!sys.task_running(c));
         }
-        let mut clusters: Vec<u32> = targets.iter().map(|&c| sim.topology().cluster(c)).collect();
+        let mut clusters: Vec<u32> = targets.iter().map(|&c| topo.cluster(CpuId(c))).collect();
         clusters.sort_unstable();
         clusters.dedup();
         let all_others = targets.len() as u32 == n - 1 && n > 2;
         let want_writes = match (targets.len(), mode) {
-            (0, _) => 0,
             (1, _) => 1,
             _ if all_others => 1, // the all-but-self shorthand
-            (t, IpiMode::Physical) => t as u32,
-            (_, IpiMode::Cluster) => clusters.len() as u32,
+            (t, IpiMode::Physical) => t as u64,
+            (_, IpiMode::Cluster) => clusters.len() as u64,
         };
-        prop_assert_eq!(out.stats.icr_writes, want_writes);
-        prop_assert!(out.stats.ipis_not_sent.is_empty());
+        prop_assert_eq!(x.shootdowns[0].icr_writes, want_writes);
+        prop_assert_eq!(x.ipis.not_sent + x.ipis.rejected + x.ipis.general_protection, 0);
     }
+}
+
+fn call_ns(report: &Report) -> u64 {
+    report.cross_calls.as_ref().unwrap().shootdowns[0]
+        .sender_phases
+        .calls_ps
 }
 
 #[test]
 fn another_socket_is_farther_than_the_same_socket() {
     let spec = TopologySpec::new(2, 20, 2);
-    let mut sim = machine(spec);
     let topo = Topology::new(spec).unwrap();
     // CPU 1 is on socket 0 (another core); CPU 20 is socket 1.
     assert_eq!(topo.cpu(CpuId(1)).socket, 0);
     assert_eq!(topo.cpu(CpuId(20)).socket, 1);
-    let near = sim
-        .call_function_many(
-            CpuId(0),
-            &CpuMask::from_cpus(80, [CpuId(1)]),
-            IpiMode::Physical,
-        )
-        .unwrap();
-    let far = sim
-        .call_function_many(
-            CpuId(0),
-            &CpuMask::from_cpus(80, [CpuId(20)]),
-            IpiMode::Physical,
-        )
-        .unwrap();
-    assert!(far.stats.sender_cycles > near.stats.sender_cycles);
-    assert_eq!(near.stats.sender_send_cycles, far.stats.sender_send_cycles);
+    let (near, _) = run(&one_call(spec, 0, vec![1], IpiMode::Physical));
+    let (far, _) = run(&one_call(spec, 0, vec![20], IpiMode::Physical));
+    assert!(call_ns(&far) > call_ns(&near));
+    let icr = |r: &Report| {
+        r.cross_calls.as_ref().unwrap().shootdowns[0]
+            .sender_phases
+            .icr_ps
+    };
+    assert_eq!(icr(&near), icr(&far));
 }
 
 #[test]
 fn a_whole_socket_costs_one_write_per_cluster_in_cluster_mode() {
-    let mut sim = machine(TopologySpec::new(2, 20, 2));
-    let socket1 = CpuMask::from_cpus(80, sim.topology().socket_cpus(1));
-    let p = sim
-        .call_function_many(CpuId(0), &socket1, IpiMode::Physical)
-        .unwrap();
-    let c = sim
-        .call_function_many(CpuId(0), &socket1, IpiMode::Cluster)
-        .unwrap();
-    assert_eq!((p.stats.icr_writes, c.stats.icr_writes), (40, 3));
+    let spec = TopologySpec::new(2, 20, 2);
+    let topo = Topology::new(spec).unwrap();
+    let socket1: Vec<u32> = topo.socket_cpus(1).map(|c| c.0).collect();
+    let (p, _) = run(&one_call(spec, 0, socket1.clone(), IpiMode::Physical));
+    let (c, _) = run(&one_call(spec, 0, socket1, IpiMode::Cluster));
+    let load = |r: &Report| r.cross_calls.as_ref().unwrap().shootdowns[0].clone();
+    assert_eq!((load(&p).icr_writes, load(&c).icr_writes), (40, 3));
     // One ICR write costs the cost table's WRMSR-to-ICR, whatever its value.
-    let icr_write = IpiSimCosts::default().apic.wrmsr_icr_cycles as u64;
-    assert_eq!(p.stats.sender_send_cycles, 40 * icr_write);
-    assert_eq!(c.stats.sender_send_cycles, 3 * icr_write);
-    assert!(c.stats.sender_cycles < p.stats.sender_cycles);
-    // JSON row fields the experiment exposes.
-    let v = serde_json::to_value(&c).unwrap();
-    for k in [
-        "mode",
-        "targets",
-        "icr_writes",
-        "sender_cycles",
-        "sender_send_cycles",
-    ] {
-        assert!(v.get(k).is_some(), "{k} missing in {v}");
-    }
+    let costs = irqsim::system::Costs::default();
+    let icr_ps = irqsim::sim_core::Freq::from_mhz(costs.cpu.freq_mhz)
+        .unwrap()
+        .cycles(costs.apic.wrmsr_icr_cycles as u64)
+        .as_ps();
+    assert_eq!(load(&p).sender_phases.icr_ps, 40 * icr_ps);
+    assert_eq!(load(&c).sender_phases.icr_ps, 3 * icr_ps);
+    assert!(call_ns(&c) < call_ns(&p));
 }
 
 #[test]
-fn an_illegal_vector_ipi_is_reported_not_delivered() {
-    let mut sim = machine(TopologySpec::new(1, 4, 1));
+fn an_illegal_vector_ipi_is_counted_not_delivered() {
+    let mut sc = one_call(TopologySpec::new(1, 4, 1), 0, vec![1], IpiMode::Cluster);
+    sc.shootdowns[0].calls = Some(1);
+    sc.shootdowns[0].arrival = ArrivalProcess::Fixed { interval_ns: 1e9 };
+    let mut sys = System::new(&sc).unwrap();
     let icr = Icr::encode(
         Vector(0x05),
-        DeliveryMode::Fixed,
+        IcrDelivery::Fixed,
         DestMode::Physical,
         TriggerMode::Edge,
         Shorthand::AllExcludingSelf,
         0,
     );
-    let stats = sim
-        .run_on(CpuId(0), move |cpu| async move {
-            cpu.wrmsr_fence().await;
-            cpu.write_icr(icr).await;
-        })
-        .unwrap();
-    assert_eq!(stats.icr_writes, 1);
-    assert_eq!(stats.ipis_not_sent, [IpiDropReason::IllegalVector]);
-    assert_eq!(stats.ipis_received, 0);
-    assert_eq!(stats.handlers_run, 0);
+    sys.run_on(2, move |cpu| async move {
+        cpu.wrmsr_fence().await;
+        cpu.write_icr(icr).await;
+    })
+    .unwrap();
+    // One task per CPU at a time.
+    assert!(sys.run_on(2, |_| async {}).is_err());
+    sys.run_for(irqsim::sim_core::Duration::from_ns(10_000));
+    assert!(!sys.task_running(2));
+    let x = sys.report().cross_calls.unwrap();
+    assert_eq!(
+        (x.ipis.icr_writes, x.ipis.not_sent, x.ipis.received),
+        (1, 1, 0)
+    );
+    assert_eq!(x.ipis.handlers_run, 0);
 }
 
 #[test]
-fn bad_cpus_and_masks_are_errors() {
-    use irqsim::topology::TopologyError;
-    let mut sim = machine(TopologySpec::new(1, 4, 1));
-    assert_eq!(
-        sim.call_function_many(CpuId(9), &CpuMask::full(4), IpiMode::Cluster)
-            .unwrap_err(),
-        TopologyError::NoSuchCpu { cpu: 9, cpus: 4 }
-    );
-    assert_eq!(
-        sim.call_function_many(CpuId(0), &CpuMask::full(8), IpiMode::Cluster)
-            .unwrap_err(),
-        TopologyError::MaskSize {
-            mask_cpus: 8,
-            cpus: 4
+fn bad_shootdown_loads_name_the_field() {
+    let spec = TopologySpec::new(1, 4, 1);
+    let cases: Vec<(Box<dyn Fn(&mut Scenario)>, &str)> = vec![
+        (
+            Box::new(|s| s.shootdowns[0].from = vec![9]),
+            "shootdowns[0].from[0]",
+        ),
+        (
+            Box::new(|s| s.shootdowns[0].from = vec![]),
+            "shootdowns[0].from",
+        ),
+        (
+            Box::new(|s| s.shootdowns[0].targets = vec![1, 7]),
+            "shootdowns[0].targets[1]",
+        ),
+        (
+            Box::new(|s| s.shootdowns[0].target_socket = Some(0)),
+            "shootdowns[0].targets",
+        ),
+        (
+            Box::new(|s| {
+                s.shootdowns[0].targets.clear();
+                s.shootdowns[0].target_socket = Some(3)
+            }),
+            "shootdowns[0].target_socket",
+        ),
+        (
+            Box::new(|s| s.shootdowns[0].calls = Some(0)),
+            "shootdowns[0].calls",
+        ),
+        (Box::new(|s| s.cpus.count = 5), "cpus.count"),
+        (
+            Box::new(|s| s.cpus.apic_ids = vec![0, 1, 2, 3]),
+            "cpus.apic_ids",
+        ),
+    ];
+    for (edit, field) in cases {
+        let mut sc = one_call(spec, 0, vec![1], IpiMode::Cluster);
+        edit(&mut sc);
+        match sc.validate() {
+            Err(ScenarioError::Invalid { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
         }
+    }
+    let mut bad = one_call(spec, 0, vec![1], IpiMode::Cluster);
+    bad.shootdowns[0].targets = vec![9];
+    assert!(System::new(&bad).is_err());
+}
+
+/// Device MSIs at `rate` per second on every target, and a shootdown every 20 us.
+fn under_load(mode: DeliveryMode, rate: f64) -> Scenario {
+    let mut b = Scenario::builder()
+        .seed(7)
+        .duration_us(2000.0)
+        .mode(mode)
+        .topology(TopologySpec::new(1, 8, 1))
+        .shootdown(ShootdownConfig {
+            name: "tlb".into(),
+            from: vec![0],
+            targets: (1..8).collect(),
+            target_socket: None,
+            arrival: ArrivalProcess::Poisson { rate_per_s: 50e3 },
+            ipi_mode: IpiMode::Cluster,
+            calls: None,
+        });
+    for cpu in 0..8 {
+        b = b.dsa(0x30, cpu, ArrivalProcess::Poisson { rate_per_s: rate });
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn interrupts_on_the_targets_lengthen_shootdowns_and_the_sender_takes_them_while_spinning() {
+    let (quiet, _) = run(&under_load(DeliveryMode::Remapped, 1e3));
+    let (busy, _) = run(&under_load(DeliveryMode::Remapped, 1e6));
+    let p99 = |r: &Report| r.cross_calls.as_ref().unwrap().shootdowns[0].latency_ns.p99;
+    assert!(
+        p99(&busy) > p99(&quiet),
+        "{} vs {}",
+        p99(&busy),
+        p99(&quiet)
     );
+    for r in [&quiet, &busy] {
+        assert!(r.msis.balanced, "{:?}", r.msis);
+        let l = &r.cross_calls.as_ref().unwrap().shootdowns[0];
+        assert!(l.completed > 50 && l.requested >= l.completed);
+    }
+    // The sender (CPU 0) has a device queue too: it takes those interrupts between
+    // operations and in the middle of its spins, so its calls still complete and its
+    // device's MSIs are handled.
+    assert!(busy.cpu[0].interrupts_taken > 100);
+    assert!(busy.cpu[0].cross_call_ns > 0.0);
+}
+
+#[test]
+fn mixed_loads_are_deterministic() {
+    let sc = under_load(DeliveryMode::Posted, 3e5);
+    let (a, _) = run(&sc);
+    let (b, _) = run(&sc);
+    let strip = |r: &Report| {
+        let mut v = serde_json::to_value(r).unwrap();
+        v.as_object_mut().unwrap().remove("wall_time_s");
+        v
+    };
+    assert_eq!(strip(&a), strip(&b));
+    assert!(a.msis.balanced);
 }

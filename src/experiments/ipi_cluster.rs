@@ -16,18 +16,26 @@
 //! sender seeing the last acknowledgement; `sender_send_cycles` is the part spent in
 //! ICR WRMSRs. Every figure comes from the model's cost tables, not from hardware.
 
+use devices::ArrivalProcess;
 use serde::Serialize;
-use sim_core::CpuId;
+use sim_core::{CpuId, Freq};
 
 use super::{ExperimentCtx, ExperimentOutput};
-use crate::kernel::ipi::sim::{IpiSim, IpiSimCosts};
-use crate::kernel::ipi::{CpuMask, IpiMode};
+use crate::kernel::ipi::IpiMode;
+use crate::system::xcall::ShootdownConfig;
+use crate::system::{Costs, DeliveryMode, Scenario, System};
 use crate::topology::{Topology, TopologySpec};
 
 /// Target counts of the sweep.
 pub const TARGET_COUNTS: &[u32] = &[1, 4, 16, 20, 40];
 /// The socket whose CPUs are the targets.
 pub const TARGET_SOCKET: u32 = 1;
+/// When the one call starts, ns after the machine is built (any time works: the
+/// machine is idle and the call is the only load).
+const CALL_AT_NS: f64 = 1000.0;
+/// Simulated time for the run: far beyond any call on this machine; a call still
+/// running at the end shows as `funcs_run` < `targets`.
+const RUN_US: f64 = 1000.0;
 
 /// One call.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -47,14 +55,17 @@ pub struct Row {
     pub set: &'static str,
     /// x2APIC clusters the targets span.
     pub clusters: u32,
-    /// The part spent queueing CSDs (remote cmpxchg per target).
+    /// The part spent queueing CSDs (the CSD's lock word and the target's queue head,
+    /// each a line access).
     pub sender_enqueue_cycles: u64,
-    /// The part spent spinning for acknowledgements.
+    /// The part spent polling and spinning for acknowledgements.
     pub sender_wait_cycles: u64,
     /// The part spent in the WRMSR fence.
     pub sender_fence_cycles: u64,
     /// Functions run on the targets (equals `targets` when nothing was lost).
     pub funcs_run: u32,
+    /// CSD and queue-head line transfers that waited for another in flight.
+    pub line_waits: u64,
 }
 
 /// The experiment's machine and costs.
@@ -62,8 +73,8 @@ pub struct Row {
 pub struct Config {
     /// The machine.
     pub topology: TopologySpec,
-    /// The cost tables.
-    pub costs: IpiSimCosts,
+    /// The cost tables (the system's: CPU, x2APIC, line, cross-call).
+    pub costs: Costs,
     /// The sending CPU (on socket 0).
     pub sender: CpuId,
 }
@@ -72,17 +83,40 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             topology: TopologySpec::new(2, 20, 2),
-            costs: IpiSimCosts::default(),
+            costs: Costs::default(),
             sender: CpuId(0),
         }
     }
+}
+
+/// The scenario of one call: `config`'s machine, idle, and one shootdown from the
+/// sender to `targets` in `mode`.
+pub fn scenario(config: &Config, mode: IpiMode, targets: Vec<u32>) -> Scenario {
+    let mut sc = Scenario::builder()
+        .name("ipi-cluster")
+        .duration_us(RUN_US)
+        .mode(DeliveryMode::Remapped)
+        .topology(config.topology)
+        .shootdown(ShootdownConfig {
+            name: "call".into(),
+            from: vec![config.sender.0],
+            targets,
+            target_socket: None,
+            arrival: ArrivalProcess::Fixed {
+                interval_ns: CALL_AT_NS,
+            },
+            ipi_mode: mode,
+            calls: Some(1),
+        })
+        .into_unvalidated();
+    sc.costs = config.costs.clone();
+    sc
 }
 
 /// One call from `config.sender` to the first `count` CPUs of the target socket, on
 /// a fresh machine.
 pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> Row {
     let topo = Topology::new(config.topology).expect("experiment topology is valid");
-    let n = topo.len() as u32;
     let targets: Vec<CpuId> = topo
         .socket_cpus(TARGET_SOCKET)
         .take(count as usize)
@@ -90,22 +124,28 @@ pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> R
     let mut clusters: Vec<u32> = targets.iter().map(|&c| topo.cluster(c)).collect();
     clusters.sort_unstable();
     clusters.dedup();
-    let mut sim = IpiSim::new(topo, config.costs.clone()).expect("experiment costs are valid");
-    let out = sim
-        .call_function_many(config.sender, &CpuMask::from_cpus(n, targets), mode)
-        .expect("the experiment's sender and mask fit its machine");
+    let sc = scenario(config, mode, targets.iter().map(|c| c.0).collect());
+    let report = System::run_scenario(&sc).expect("the experiment's scenario is valid");
+    let x = report
+        .cross_calls
+        .expect("a shootdown load reports cross calls");
+    let load = &x.shootdowns[0];
+    let freq = Freq::from_mhz(config.costs.cpu.freq_mhz).expect("validated");
+    let cycles = |ps: u64| freq.cycles_in(sim_core::Duration(ps));
+    let p = load.sender_phases;
     Row {
-        mode: out.mode,
-        targets: out.targets,
-        icr_writes: out.stats.icr_writes,
-        sender_cycles: out.stats.sender_cycles,
-        sender_send_cycles: out.stats.sender_send_cycles,
+        mode: mode.as_str(),
+        targets: count,
+        icr_writes: load.icr_writes as u32,
+        sender_cycles: cycles(p.calls_ps),
+        sender_send_cycles: cycles(p.icr_ps),
         set,
         clusters: clusters.len() as u32,
-        sender_enqueue_cycles: out.stats.sender_enqueue_cycles,
-        sender_wait_cycles: out.stats.sender_wait_cycles,
-        sender_fence_cycles: out.stats.sender_fence_cycles,
-        funcs_run: out.stats.funcs_run,
+        sender_enqueue_cycles: cycles(p.queue_csd_ps),
+        sender_wait_cycles: cycles(p.wait_ps),
+        sender_fence_cycles: cycles(p.fence_ps),
+        funcs_run: x.ipis.funcs_run as u32,
+        line_waits: x.lines.values().map(|l| l.waits).sum(),
     }
 }
 
@@ -137,9 +177,10 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     let costs = ctx
         .costs(crate::platform::DEFAULT_PLATFORM)
         .expect("overrides were checked");
-    let mut config = Config::default();
-    config.costs.cpu = costs.cpu;
-    config.costs.apic = costs.apic;
+    let config = Config {
+        costs,
+        ..Config::default()
+    };
     let mut out = ExperimentOutput::new("ipi-cluster", ctx.seed, &rows(&config));
     out.notes.push(format!(
         "2 sockets x 20 cores x 2 threads; sender CPU {}; targets: CPUs of socket 1 in \
@@ -148,9 +189,13 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
         config.sender.0
     ));
     out.notes.push(
-        "sender_cycles = CSD enqueues + fence + ICR writes + spinning until the last \
-         target's csd_unlock is visible; IPI flight = costs.apic.ipi_latency_ns, plus \
-         costs.interconnect.ipi_cross_socket_extra_ns across sockets"
+        "runs on System: the sender's task runs smp_call_function_many with interrupts \
+         enabled, each target takes the call-function IPI and runs the handler; \
+         sender_cycles = CSD enqueues + fence + ICR writes + polling and spinning until the \
+         last target's csd_unlock is visible; IPI flight = costs.apic.ipi_latency_ns, plus \
+         costs.interconnect.ipi_cross_socket_extra_ns across sockets; every CSD and \
+         queue-head access is a MESI line access priced by costs.pid_line (the one line \
+         model), with occupancy"
             .into(),
     );
     out

@@ -42,20 +42,20 @@ use sim_core::{ApicId, CpuId, Vector};
 use crate::engine::{Call, Port};
 use crate::topology::{Topology, CLUSTER_SIZE};
 
-pub mod sim;
-
 /// Linux `CALL_FUNCTION_VECTOR` (arch/x86/include/asm/irq_vectors.h).
 pub const CALL_FUNCTION_VECTOR: Vector = Vector(0xfc);
 /// Linux `CALL_FUNCTION_SINGLE_VECTOR`.
 pub const CALL_FUNCTION_SINGLE_VECTOR: Vector = Vector(0xfb);
 
 /// How the kernel addresses IPIs: Linux's `x2apic_phys` or `x2apic_cluster` driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IpiMode {
     /// Physical destination mode: one ICR write per target CPU.
     Physical,
-    /// Logical cluster mode: one ICR write per x2APIC cluster with targets.
+    /// Logical cluster mode: one ICR write per x2APIC cluster with targets (Linux's
+    /// choice on an x2APIC machine unless physical mode is forced).
+    #[default]
     Cluster,
 }
 
@@ -173,8 +173,12 @@ pub struct ApicMaps {
 impl ApicMaps {
     /// Tables for every CPU of `topology` (all online).
     pub fn new(topology: &Topology) -> ApicMaps {
-        let n = topology.len() as u32;
-        let apicid: Vec<ApicId> = topology.cpus().iter().map(|c| c.apic_id).collect();
+        ApicMaps::from_ids(topology.cpus().iter().map(|c| c.apic_id).collect())
+    }
+
+    /// Tables for CPUs `0..apicid.len()` whose x2APIC IDs are `apicid` (all online).
+    pub fn from_ids(apicid: Vec<ApicId>) -> ApicMaps {
+        let n = apicid.len() as u32;
         let logical = apicid.iter().map(|&id| logical_id(id)).collect();
         // Group CPUs by cluster id, in order of first appearance.
         let mut ids: Vec<u32> = Vec::new();

@@ -54,6 +54,10 @@ pub struct Report {
     pub fabric: crate::system::fabric::FabricReport,
     /// Flow control per MSI source.
     pub sources: Vec<crate::system::sources::SourceReport>,
+    /// TLB shootdowns, IPIs and the lines cross calls share; absent when the run
+    /// had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_calls: Option<crate::system::xcall::XcallReport>,
     /// From an MSI being raised to the start of the handler that serves it.
     pub latency_ns: LatencySummary,
     /// Handled MSIs per simulated second.
@@ -124,6 +128,10 @@ pub struct CpuReport {
     pub softirq_ns: f64,
     /// Application work (fio-like jobs submitting I/O), in ns.
     pub app_ns: f64,
+    /// Cross calls: a shootdown's sender side and call-function handler operations.
+    pub cross_call_ns: f64,
+    /// Cross-called functions this CPU ran (as a shootdown's target).
+    pub funcs_run: u64,
     /// Interrupts acknowledged from the local APIC (notifications included).
     pub interrupts_taken: u64,
     /// Device handler calls, one per `handle_vector` (spurious ones included).
@@ -239,6 +247,28 @@ pub struct LatencySummary {
     /// Buckets are HDR-histogram buckets with 3 significant digits (values within 0.1%
     /// of each other share a bucket; `value_ns` is the bucket's highest value).
     pub histogram: Vec<[u64; 2]>,
+}
+
+impl LatencySummary {
+    /// The summary of `h` (all zero when it is empty).
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            mean: h.mean(),
+            p50: h.value_at_quantile(0.5) as f64,
+            p90: h.value_at_quantile(0.9) as f64,
+            p99: h.value_at_quantile(0.99) as f64,
+            p999: h.value_at_quantile(0.999) as f64,
+            max: h.max() as f64,
+            histogram: h
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                .collect(),
+        }
+    }
 }
 
 impl Report {

@@ -246,6 +246,7 @@ impl Observer for RunTrace {
                     CpuActivity::PidAccess { .. } => "pid",
                     CpuActivity::Eoi => "eoi",
                     CpuActivity::Deferred { .. } => "deferred",
+                    CpuActivity::CrossCall { .. } => "xcall",
                 };
                 f.write(format_args!(
                     r#"{{"ph":"X","name":"{}","cat":"{cat}","pid":{cpus},"tid":{cpu},"ts":{:.6},"dur":{:.6}}}"#,

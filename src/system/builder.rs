@@ -56,6 +56,7 @@ impl Scenario {
                 jobs: Vec::new(),
                 vmd: Vec::new(),
                 nics: Vec::new(),
+                shootdowns: Vec::new(),
                 base_dir: None,
             },
         }
@@ -125,6 +126,19 @@ impl ScenarioBuilder {
     /// Number of CPUs (APIC IDs 0..n unless set with [`ScenarioBuilder::apic_ids`]).
     pub fn cpus(mut self, count: u32) -> Self {
         self.scenario.cpus.count = count;
+        self
+    }
+    /// The machine as sockets x cores x threads: sets the CPU count, the sockets and
+    /// firmware-style x2APIC IDs (see `cpus.topology`).
+    pub fn topology(mut self, spec: crate::topology::TopologySpec) -> Self {
+        self.scenario.cpus.count = spec.cpu_count().min(u32::MAX as u64) as u32;
+        self.scenario.cpus.sockets = spec.sockets;
+        self.scenario.cpus.topology = Some(spec);
+        self
+    }
+    /// A TLB-shootdown load.
+    pub fn shootdown(mut self, load: super::xcall::ShootdownConfig) -> Self {
+        self.scenario.shootdowns.push(load);
         self
     }
     /// x2APIC ID of each CPU.

@@ -46,6 +46,13 @@ pub struct Costs {
     pub remap: RemapCosts,
     /// The interrupt-message path from the IOMMU to a local APIC.
     pub fabric: FabricCosts,
+    /// Cross calls (`smp_call_function_many`, TLB shootdowns): the WRMSR fence, CSD
+    /// set-up, the cross-called function. CSD and queue-head lines are priced by
+    /// `pid_line`, the one line model.
+    pub ipi: crate::kernel::ipi::IpiCosts,
+    /// Distance-dependent latencies between CPUs (the extra flight of an IPI to
+    /// another socket).
+    pub interconnect: crate::topology::InterconnectCosts,
 }
 
 impl Costs {
@@ -90,6 +97,10 @@ impl Costs {
         self.fabric
             .validate()
             .map_err(|e| iommu_cost("costs.fabric", e))?;
+        check_non_negative(
+            "costs.interconnect.ipi_cross_socket_extra_ns",
+            self.interconnect.ipi_cross_socket_extra_ns,
+        )?;
         Ok(())
     }
 }

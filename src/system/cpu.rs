@@ -4,13 +4,15 @@
 use apic_sim::LocalApic;
 use pid_model::{Agent, PidLine};
 use serde::Serialize;
-use sim_core::{Duration, Vector};
+use sim_core::{Duration, SimTime, Vector};
 
-use crate::engine::Coroutine;
+use crate::engine::{Coroutine, Step};
+use crate::kernel::ipi::IpiOp;
 use crate::kernel::CpuOp;
 
 /// What a CPU is doing. Linux runs hardirq handlers with interrupts off, so a CPU takes
-/// a new interrupt only from `Idle`.
+/// a new interrupt only from `Idle`, or from `Spinning` (a task waiting with interrupts
+/// enabled).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuState {
     /// Nothing to do: the only state in which it takes an interrupt or starts deferred work.
@@ -24,6 +26,79 @@ pub enum CpuState {
     /// Running a piece of deferred work (a job's submission, a NAPI poll) with
     /// interrupts enabled; interrupts are taken when it ends.
     Deferred(Deferred),
+    /// The CPU's task (thread context, interrupts enabled) has one operation in
+    /// flight; interrupts are taken when it completes, before the next one.
+    Task,
+    /// The task spins in `csd_lock_wait` with interrupts enabled: an interrupt is
+    /// taken at once, and the wait resumes after it.
+    Spinning,
+}
+
+/// A kernel algorithm in progress on a CPU, by the interface it is written against.
+pub enum Algorithm {
+    /// An interrupt path written against [`crate::kernel::CpuPort`] (PIR demux, edge
+    /// MSI, fasteoi).
+    Irq(Coroutine<CpuOp, u64>),
+    /// A cross-call algorithm written against [`crate::kernel::ipi::IpiPort`]
+    /// (`smp_call_function_many`, the call-function interrupt).
+    CrossCall(Coroutine<IpiOp, u64>),
+}
+
+/// The next operation an [`Algorithm`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelOp {
+    /// An operation of an interrupt path.
+    Cpu(CpuOp),
+    /// An operation of a cross call.
+    Ipi(IpiOp),
+}
+
+impl Algorithm {
+    /// Resumes the algorithm with the result of its last operation.
+    pub fn resume(&mut self, result: Option<u64>) -> Step<KernelOp> {
+        match self {
+            Algorithm::Irq(co) => match co.resume(result) {
+                Step::Request(op) => Step::Request(KernelOp::Cpu(op)),
+                Step::Done => Step::Done,
+            },
+            Algorithm::CrossCall(co) => match co.resume(result) {
+                Step::Request(op) => Step::Request(KernelOp::Ipi(op)),
+                Step::Done => Step::Done,
+            },
+        }
+    }
+}
+
+/// An operation in flight: a CPU operation gets its result when it completes; a
+/// cross-call operation's result is known when it is issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpInFlight {
+    /// An interrupt path's operation, applied when it completes.
+    Cpu(CpuOp),
+    /// A cross-call operation and the value it yields.
+    Ipi(IpiOp, u64),
+}
+
+/// Thread-context work of a CPU, run with interrupts enabled: one TLB shootdown
+/// (`smp_call_function_many`, wait = true) of a scenario's shootdown load, or an
+/// algorithm a user started with `System::run_on`.
+pub struct Task {
+    /// The algorithm.
+    pub co: Coroutine<IpiOp, u64>,
+    /// The shootdown load (index in the scenario's `shootdowns`) whose call this is;
+    /// `None` for an algorithm started with `System::run_on`.
+    pub load: Option<u16>,
+    /// When the call started.
+    pub started: SimTime,
+    /// The operation in flight and its result.
+    pub in_flight: Option<(IpiOp, u64)>,
+    /// The result to resume the algorithm with.
+    pub resume_with: Option<u64>,
+    /// An operation to issue again instead of resuming: a `csd_lock_wait` an
+    /// interrupt broke off.
+    pub reissue: Option<IpiOp>,
+    /// Spinning on the CSD queued for this target, since this time.
+    pub spin: Option<(u32, SimTime)>,
 }
 
 /// Work a CPU does outside hardirq context, one indivisible piece at a time: softirq
@@ -98,6 +173,9 @@ pub struct CpuTime {
     pub softirq: Duration,
     /// Application work: the jobs' I/O submissions.
     pub app: Duration,
+    /// Cross calls: a shootdown's sender (CSD set-up, fence, ICR writes, spinning for
+    /// acknowledgements) and the call-function handler's operations on a target.
+    pub cross_call: Duration,
 }
 
 impl CpuTime {
@@ -110,6 +188,7 @@ impl CpuTime {
             + self.eoi
             + self.softirq
             + self.app
+            + self.cross_call
     }
 }
 
@@ -149,10 +228,14 @@ pub struct Cpu {
     pub agent: Agent,
     /// What the CPU is doing now.
     pub state: CpuState,
-    /// The kernel algorithm in progress, from interrupt entry until it returns.
-    pub coroutine: Option<Coroutine<CpuOp, u64>>,
-    /// The operation whose completion the CPU is waiting for.
-    pub op_in_flight: Option<CpuOp>,
+    /// The interrupt-context algorithm in progress, from interrupt entry until it
+    /// returns.
+    pub coroutine: Option<Algorithm>,
+    /// The operation of `coroutine` whose completion the CPU is waiting for.
+    pub op_in_flight: Option<OpInFlight>,
+    /// Thread-context work in progress (a shootdown), suspended while the CPU is in
+    /// an interrupt.
+    pub task: Option<Task>,
     /// Busy time by category.
     pub time: CpuTime,
     /// Interrupts acknowledged from the local APIC.
@@ -161,6 +244,8 @@ pub struct Cpu {
     pub handler_calls: u64,
     /// Descriptor and APIC operations performed by its algorithms.
     pub ops: CpuOpCounts,
+    /// Cross-called functions this CPU ran.
+    pub funcs_run: u64,
     /// Which handler is registered on each vector of this CPU.
     handler_of_vector: [HandlerRef; 256],
     /// Deferred work waiting for the CPU, oldest first.
@@ -183,10 +268,12 @@ impl Cpu {
             state: CpuState::Idle,
             coroutine: None,
             op_in_flight: None,
+            task: None,
             time: CpuTime::default(),
             interrupts_taken: 0,
             handler_calls: 0,
             ops: CpuOpCounts::default(),
+            funcs_run: 0,
             handler_of_vector: [HandlerRef::None; 256],
             deferred: std::collections::VecDeque::new(),
             activity_end: sim_core::SimTime::ZERO,

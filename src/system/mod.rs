@@ -24,6 +24,7 @@ pub mod ledger;
 pub mod observe;
 pub mod scenario;
 pub mod sources;
+pub mod xcall;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -50,7 +51,7 @@ pub use builder::ScenarioBuilder;
 pub use costs::{
     Costs, CpuCosts, DeviceCosts, DsaPlatformCosts, NicHostCosts, PcieCosts, VmdCosts,
 };
-pub use cpu::{CpuState, CpuTime, Deferred, HandlerRef};
+pub use cpu::{Algorithm, CpuState, CpuTime, Deferred, HandlerRef, KernelOp, OpInFlight};
 use iommu::IommuUnit;
 use ledger::{Ledger, MsiToken};
 pub use observe::{CpuActivity, IommuWork, Observer, SimEvent};
@@ -138,6 +139,10 @@ enum Event {
     CpuStep { cpu: u32 },
     /// An LPI reaches CPU `cpu`'s redistributor (Arm).
     GicLpi { cpu: u32, intid: u32, msi: MsiToken },
+    /// A shootdown load's initiator gets its next request.
+    ShootdownRequest { load: u16, initiator: u16 },
+    /// An IPI reaches CPU `cpu`'s local APIC.
+    IpiArrive { cpu: u32, msg: apic_sim::IpiMessage },
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -177,6 +182,8 @@ pub struct System {
     observer: Option<Box<dyn Observer>>,
     /// The SMMU, ITS and LPI tables when `arch = "arm"`.
     arm: Option<arm::ArmPath>,
+    /// Shootdown loads, IPIs, and the CSD and queue-head lines of cross calls.
+    xcall: xcall::Xcall,
     /// Fixed costs converted to time once, so the hot path does no float rounding.
     timing: Timing,
 }
@@ -441,6 +448,7 @@ impl System {
             vmd: dp.vmd.iter().map(|&n| port_index(n)).collect(),
             nics: dp.nics.iter().map(|&n| port_index(n)).collect(),
         };
+        let xcall = xcall::Xcall::new(sc, &streams)?;
         let io = io::build(io::IoBuild {
             sc,
             streams,
@@ -487,10 +495,12 @@ impl System {
             wall: std::time::Duration::ZERO,
             observer: None,
             arm,
+            xcall,
             timing: Timing::new(&costs_for_timing, freq),
         };
         system.start_devices();
         system.start_io();
+        system.start_shootdowns();
         Ok(system)
     }
 
@@ -596,6 +606,10 @@ impl System {
             } => self.on_apic_message(now, cpu, vector, level, msi),
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
             Event::GicLpi { cpu, intid, msi } => self.on_gic_lpi(now, cpu, intid, msi),
+            Event::ShootdownRequest { load, initiator } => {
+                self.on_shootdown_request(now, load, initiator)
+            }
+            Event::IpiArrive { cpu, msg } => self.on_ipi_arrive(now, cpu, msg),
         }
     }
 
@@ -627,18 +641,31 @@ impl System {
         self.try_take_interrupt(now, cpu);
     }
 
-    /// An idle CPU (IF=1) takes the highest deliverable interrupt.
+    /// A CPU with interrupts enabled (idle, or a task spinning) takes the highest
+    /// deliverable interrupt; an idle CPU with none starts deferred work, or else
+    /// continues its task.
     fn try_take_interrupt(&mut self, now: SimTime, cpu: u32) {
         let c = &mut self.cpus[cpu as usize];
-        if c.state != CpuState::Idle {
+        let spinning = c.state == CpuState::Spinning;
+        if c.state != CpuState::Idle && !spinning {
             return;
         }
+        let deliverable = match c.gic.as_ref() {
+            Some(gic) => gic.highest_signalled().is_some(),
+            None => c.apic.deliverable().is_some(),
+        };
+        if !deliverable {
+            if !spinning && !self.start_deferred(now, cpu) {
+                self.run_task(now, cpu);
+            }
+            return;
+        }
+        if spinning {
+            self.break_spin(now, cpu);
+        }
+        let c = &mut self.cpus[cpu as usize];
         let mut cost = self.timing.irq_entry;
         let vector = if let Some(gic) = c.gic.as_mut() {
-            if gic.highest_signalled().is_none() {
-                self.start_deferred(now, cpu);
-                return;
-            }
             // ICC_IAR1_EL1: acknowledge the highest pending LPI.
             let intid = gic.acknowledge();
             let arm = self.arm.as_ref().expect("a GIC means an Arm system");
@@ -649,17 +676,13 @@ impl System {
             cost += arm.cpu_costs.iar_read(self.freq);
             slot
         } else {
-            if c.apic.deliverable().is_none() {
-                self.start_deferred(now, cpu);
-                return;
-            }
             c.apic.acknowledge().expect("deliverable() was Some")
         };
         let c = &mut self.cpus[cpu as usize];
         c.interrupts_taken += 1;
         c.state = CpuState::Entering(vector);
         c.time.irq_entry += cost;
-        if !self.is_notification(vector) {
+        if !self.is_notification(vector) && !self.is_cross_call(vector) {
             self.ledger.acknowledged(cpu as usize, vector);
         }
         self.schedule_cpu_step(cpu, now + cost);
@@ -697,34 +720,51 @@ impl System {
         self.mode == DeliveryMode::Posted && vector == POSTED_MSI_NOTIFICATION_VECTOR
     }
 
+    /// A call-function IPI on an x86 system (on Arm, slots are LPIs).
+    fn is_cross_call(&self, vector: Vector) -> bool {
+        self.arm.is_none() && xcall::is_call_function_vector(vector)
+    }
+
     fn on_cpu_step(&mut self, now: SimTime, cpu: u32) {
         let c = cpu as usize;
         match self.cpus[c].state {
             CpuState::Idle => unreachable!("CpuStep for idle CPU {cpu}"),
             CpuState::Entering(vector) => {
                 let co = if self.is_notification(vector) {
-                    Coroutine::from_boxed(|port| self.handler.run(CpuPort::new(port)))
+                    Algorithm::Irq(Coroutine::from_boxed(|port| {
+                        self.handler.run(CpuPort::new(port))
+                    }))
+                } else if self.is_cross_call(vector) {
+                    self.call_function_handler()
                 } else if self.arm.is_some() {
-                    Coroutine::new(move |port| async move {
+                    Algorithm::Irq(Coroutine::new(move |port| async move {
                         baseline::handle_fasteoi_irq(&CpuPort::new(port), vector).await
-                    })
+                    }))
                 } else {
-                    Coroutine::new(move |port| async move {
+                    Algorithm::Irq(Coroutine::new(move |port| async move {
                         baseline::handle_edge_msi(&CpuPort::new(port), vector).await
-                    })
+                    }))
                 };
                 self.cpus[c].coroutine = Some(co);
                 self.cpus[c].state = CpuState::Running(vector);
                 self.resume_algorithm(now, cpu, None);
             }
             CpuState::Running(_) => {
-                let op = self.cpus[c]
+                let result = match self.cpus[c]
                     .op_in_flight
                     .take()
-                    .expect("running CPU stepped with no operation in flight");
-                let result = self.complete_op(now, cpu, op);
+                    .expect("running CPU stepped with no operation in flight")
+                {
+                    OpInFlight::Cpu(op) => self.complete_op(now, cpu, op),
+                    OpInFlight::Ipi(op, value) => {
+                        self.complete_handler_ipi_op(now, cpu, op);
+                        value
+                    }
+                };
                 self.resume_algorithm(now, cpu, Some(result));
             }
+            CpuState::Task => self.on_task_step(now, cpu),
+            CpuState::Spinning => unreachable!("CpuStep for spinning CPU {cpu}"),
             CpuState::Exiting => {
                 self.cpus[c].state = CpuState::Idle;
                 self.try_take_interrupt(now, cpu);
@@ -790,10 +830,15 @@ impl System {
                 self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqExit);
                 cost
             }
-            Step::Request(op) => {
+            Step::Request(KernelOp::Cpu(op)) => {
                 self.cpus[c].ops.count(op);
                 let cost = self.start_op(now, cpu, op);
-                self.cpus[c].op_in_flight = Some(op);
+                self.cpus[c].op_in_flight = Some(OpInFlight::Cpu(op));
+                cost
+            }
+            Step::Request(KernelOp::Ipi(op)) => {
+                let (in_flight, cost) = self.start_handler_ipi_op(now, cpu, op);
+                self.cpus[c].op_in_flight = Some(in_flight);
                 cost
             }
         };
@@ -922,6 +967,8 @@ impl System {
                 eoi_ns: c.time.eoi.as_ns_f64(),
                 softirq_ns: c.time.softirq.as_ns_f64(),
                 app_ns: c.time.app.as_ns_f64(),
+                cross_call_ns: c.time.cross_call.as_ns_f64(),
+                funcs_run: c.funcs_run,
                 interrupts_taken: c.interrupts_taken,
                 handler_calls: c.handler_calls,
                 pir_loads: c.ops.pir_loads,
@@ -971,27 +1018,7 @@ impl System {
         }
         iommu.fabric_max_wait_ns = max_wait_ps as f64 / 1e3;
 
-        let h = &self.latency;
-        let q = |p: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(p) as f64
-            }
-        };
-        let latency_ns = LatencySummary {
-            count: h.len(),
-            mean: if h.is_empty() { 0.0 } else { h.mean() },
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            p999: q(0.999),
-            max: if h.is_empty() { 0.0 } else { h.max() as f64 },
-            histogram: h
-                .iter_recorded()
-                .map(|v| [v.value_iterated_to(), v.count_at_value()])
-                .collect(),
-        };
+        let latency_ns = LatencySummary::of(&self.latency);
 
         let interrupts_taken = self.cpus.iter().map(|c| c.interrupts_taken).sum();
         let sources = self.source_reports();
@@ -1031,6 +1058,7 @@ impl System {
             io: self.io_report(),
             fabric: self.fabric_report(),
             sources,
+            cross_calls: self.xcall_report(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {
                 self.ledger.handled as f64 / (elapsed_ns * 1e-9)

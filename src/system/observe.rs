@@ -38,6 +38,12 @@ pub enum CpuActivity {
         /// Which piece of work.
         work: super::cpu::Deferred,
     },
+    /// One operation of a cross call (a shootdown's sender, or the call-function
+    /// handler on a target); a spin in `csd_lock_wait` is one span.
+    CrossCall {
+        /// The operation.
+        op: crate::kernel::ipi::IpiOp,
+    },
 }
 
 impl CpuActivity {
@@ -63,6 +69,19 @@ impl CpuActivity {
                     format!("napi poll nic{nic} q{queue}")
                 }
             },
+            CpuActivity::CrossCall { op } => {
+                use crate::kernel::ipi::IpiOp;
+                match op {
+                    IpiOp::WrmsrFence => "wrmsr fence".into(),
+                    IpiOp::WriteIcr(icr) => format!("ICR write {:#x}", icr.destination()),
+                    IpiOp::QueueCsd(t) => format!("queue CSD cpu{}", t.0),
+                    IpiOp::WaitCsd(t) => format!("csd_lock_wait cpu{}", t.0),
+                    IpiOp::Eoi => "EOI".into(),
+                    IpiOp::TakeQueue => "take call_single_queue".into(),
+                    IpiOp::RunCsdFunc(i) => format!("flush func #{i}"),
+                    IpiOp::UnlockCsd(i) => format!("csd_unlock #{i}"),
+                }
+            }
         }
     }
 }

@@ -112,6 +112,9 @@ pub struct Scenario {
     /// NICs.
     #[serde(default)]
     pub nics: Vec<super::io::NicDeviceConfig>,
+    /// TLB-shootdown loads: cross calls from initiator CPUs to target CPUs.
+    #[serde(default)]
+    pub shootdowns: Vec<super::xcall::ShootdownConfig>,
     /// Directory relative trace paths are resolved against: the scenario file's, when
     /// it was loaded from one (not part of the format).
     #[serde(skip)]
@@ -142,6 +145,13 @@ pub struct CpuConfig {
     pub pid_addresses: Vec<u64>,
     /// Base of the per-CPU descriptor array when `pid_addresses` is empty.
     pub pid_base: u64,
+    /// Sockets x cores x threads with firmware-style x2APIC IDs and Linux CPU
+    /// numbering (see `irqsim::topology`). When set, it decides each CPU's socket,
+    /// core and APIC ID; `count` and `sockets` must agree with it and `apic_ids` stay
+    /// empty. Unset, every CPU is its own core and CPU i has APIC ID i (or
+    /// `apic_ids[i]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topology::TopologySpec>,
 }
 
 impl Default for CpuConfig {
@@ -152,6 +162,7 @@ impl Default for CpuConfig {
             apic_ids: Vec::new(),
             pid_addresses: Vec::new(),
             pid_base: 0x1_0000_0000,
+            topology: None,
         }
     }
 }
@@ -601,7 +612,18 @@ impl Scenario {
 
     /// The APIC ID of CPU `cpu`.
     pub fn apic_id_of(&self, cpu: u32) -> u32 {
+        if let Some(lc) = self.cpus.topology.and_then(|t| t.place(cpu)) {
+            return lc.apic_id.0;
+        }
         self.cpus.apic_ids.get(cpu as usize).copied().unwrap_or(cpu)
+    }
+
+    /// (socket, core) of CPU `cpu`; without a topology every CPU is its own core.
+    pub fn place_of(&self, cpu: u32) -> (u32, u32) {
+        match self.cpus.topology.and_then(|t| t.place(cpu)) {
+            Some(lc) => (lc.socket, lc.core),
+            None => (self.socket_of(cpu) as u32, cpu),
+        }
     }
 
     /// The PCIe stack of root port `port`.
@@ -660,6 +682,9 @@ impl Scenario {
 
     /// The socket of CPU `cpu`.
     pub fn socket_of(&self, cpu: u32) -> u16 {
+        if let Some(lc) = self.cpus.topology.and_then(|t| t.place(cpu)) {
+            return lc.socket as u16;
+        }
         (cpu as u64 * self.cpus.sockets as u64 / self.cpus.count as u64) as u16
     }
 
@@ -781,14 +806,19 @@ impl Scenario {
         self.validate_cpus()?;
         self.validate_iommu()?;
         self.costs.validate()?;
-        if self.devices.is_empty() && self.nvme.is_empty() && self.nics.is_empty() {
+        if self.devices.is_empty()
+            && self.nvme.is_empty()
+            && self.nics.is_empty()
+            && self.shootdowns.is_empty()
+        {
             return Err(ScenarioError::invalid(
                 "devices",
                 "[]",
-                "at least one MSI source: a DSA queue in `devices`, a drive in `nvme`, or a NIC in `nics`",
+                "at least one load: a DSA queue in `devices`, a drive in `nvme`, a NIC in `nics`, or a TLB-shootdown load in `shootdowns`",
             ));
         }
         super::io::validate(self)?;
+        super::xcall::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {
@@ -823,6 +853,40 @@ impl Scenario {
                     c.count.min(64)
                 ),
             ));
+        }
+        if let Some(t) = c.topology {
+            crate::topology::Topology::new(t).map_err(|e| match e {
+                crate::topology::TopologyError::InvalidConfig {
+                    field,
+                    value,
+                    allowed,
+                } => ScenarioError::invalid(format!("cpus.{field}"), value, allowed),
+                other => ScenarioError::invalid_from("cpus.topology", other),
+            })?;
+            if t.cpu_count() != c.count as u64 {
+                return Err(ScenarioError::invalid(
+                    "cpus.count",
+                    c.count,
+                    format!(
+                        "{} = cpus.topology's sockets x cores_per_socket x threads_per_core",
+                        t.cpu_count()
+                    ),
+                ));
+            }
+            if t.sockets != c.sockets {
+                return Err(ScenarioError::invalid(
+                    "cpus.sockets",
+                    c.sockets,
+                    format!("{} = cpus.topology.sockets", t.sockets),
+                ));
+            }
+            if !c.apic_ids.is_empty() {
+                return Err(ScenarioError::invalid(
+                    "cpus.apic_ids",
+                    format!("{} entries", c.apic_ids.len()),
+                    "empty when cpus.topology is set: the topology numbers the x2APIC IDs",
+                ));
+            }
         }
         if !c.apic_ids.is_empty() && c.apic_ids.len() != c.count as usize {
             return Err(ScenarioError::invalid(
