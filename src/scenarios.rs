@@ -13,6 +13,10 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ("nic-napi", include_str!("../scenarios/nic-napi.toml")),
     ("large", include_str!("../scenarios/large.toml")),
     ("arm-nvme", include_str!("../scenarios/arm-nvme.toml")),
+    (
+        "shootdown-nvme",
+        include_str!("../scenarios/shootdown-nvme.toml"),
+    ),
 ];
 
 /// The TOML text of an embedded scenario.

@@ -11,6 +11,7 @@ pub mod nvme_posted;
 pub mod pir_variants;
 pub mod posted_vs_remapped;
 pub mod rte_cache;
+pub mod shootdown_under_irq;
 pub mod smmu_cmdsync;
 pub mod vmd;
 
@@ -331,6 +332,12 @@ pub const ALL: &[ExperimentInfo] = &[
         summary: "TLB-shootdown-like cross call from socket 0 to socket 1 (2x20x2), x2APIC physical vs cluster mode: ICR writes and sender cycles",
         run: ipi_cluster::run_with,
         check: check_costs_only,
+    },
+    ExperimentInfo {
+        name: "shootdown-under-irq",
+        summary: "TLB-shootdown p50/p99 from one CPU to its socket while DSA interrupts land on the targets, posted vs remapped, by interrupt rate",
+        run: shootdown_under_irq::run_with,
+        check: shootdown_under_irq::check,
     },
     ExperimentInfo {
         name: "rte-cache",

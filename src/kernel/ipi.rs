@@ -3,7 +3,7 @@
 //!
 //! Each algorithm follows the kernel's C step by step and performs its hardware
 //! accesses through an [`IpiPort`], one operation per access, so a driver decides
-//! what each costs and when its effects land ([`sim::IpiSim`] is the timed driver).
+//! what each costs and when its effects land (`System` is the timed driver; see `system::xcall`).
 //!
 //! ```text
 //!  sender (smp_call_function_many_cond, wait)        target (sysvec_call_function)

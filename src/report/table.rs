@@ -154,6 +154,23 @@ pub fn render_report(r: &Report) -> String {
             q.name, q.queue, q.cpu, q.rx_packets, q.packets_dropped, q.interrupts_per_packet, q.latency_us.p50, q.latency_us.p99
         );
     }
+    if let Some(x) = &r.cross_calls {
+        for l in &x.shootdowns {
+            let _ = writeln!(
+                s,
+                "shootdown {} ({}, {} targets): {} completed of {} requested, {} ICR writes, latency (us) p50 {:.2} p99 {:.2} max {:.2}",
+                l.name,
+                l.ipi_mode,
+                l.targets,
+                l.completed,
+                l.requested,
+                l.icr_writes,
+                l.latency_ns.p50 / 1e3,
+                l.latency_ns.p99 / 1e3,
+                l.latency_ns.max / 1e3
+            );
+        }
+    }
     let mut t = Table::new([
         "cpu",
         "apic",
