@@ -476,7 +476,6 @@ mod tests {
         }
         let bad = InterconnectCosts {
             ipi_cross_socket_extra_ns: f64::NAN,
-            ..Default::default()
         };
         assert!(bad.validate().is_err());
         assert!(InterconnectCosts::default().validate().is_ok());

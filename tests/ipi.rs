@@ -164,7 +164,8 @@ fn an_illegal_vector_ipi_is_counted_not_delivered() {
 #[test]
 fn bad_shootdown_loads_name_the_field() {
     let spec = TopologySpec::new(1, 4, 1);
-    let cases: Vec<(Box<dyn Fn(&mut Scenario)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut Scenario)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|s| s.shootdowns[0].from = vec![9]),
             "shootdowns[0].from[0]",

@@ -246,6 +246,11 @@ fn tail_comparison(rows: &[Row]) -> String {
     )
 }
 
+/// Runs the experiment with `seed`.
+pub fn run(seed: u64) -> ExperimentOutput {
+    run_with(&ExperimentCtx::new(seed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,9 +276,4 @@ mod tests {
             assert!(v.get(k).is_some(), "{k}");
         }
     }
-}
-
-/// Runs the experiment with `seed`.
-pub fn run(seed: u64) -> ExperimentOutput {
-    run_with(&ExperimentCtx::new(seed))
 }
