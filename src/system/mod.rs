@@ -391,9 +391,11 @@ impl System {
         let mut used_irtes: std::collections::BTreeSet<u32> =
             (0..sc.devices.len()).map(|i| sc.irte_index_of(i)).collect();
         let mut next_irte = 0u32;
+        // Posted: below the notification vector. Remapped: below Linux's call-function
+        // vectors (0xfb, 0xfc), which cross calls use.
         let vector_limit = match sc.mode {
             DeliveryMode::Posted => POSTED_MSI_NOTIFICATION_VECTOR.0,
-            DeliveryMode::Remapped => 0xff,
+            DeliveryMode::Remapped => crate::kernel::ipi::CALL_FUNCTION_SINGLE_VECTOR.0,
         };
         let mut add_source = |new: io::NewSource| -> Result<u32, ScenarioError> {
             let io::NewSource {
