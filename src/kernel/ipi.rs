@@ -496,33 +496,33 @@ pub struct IpiCosts {
     /// `weak_wrmsr_fence()` (MFENCE; LFENCE) with nothing outstanding, core cycles.
     /// Default 40. Assumption: no public figure for the pair on a drained store
     /// buffer; a few tens of cycles, small against the ICR WRMSR it precedes.
-    pub fence_cycles: u32,
+    pub fence_cycles: f64,
     /// Local part of queueing one CSD (`csd_lock` on the sender's own CSD, storing
     /// func and info), core cycles. Default 30. Assumption: a few L1-hit stores and
     /// a locked operation on an owned line (DESIGN.md section 3: ~20 cycles).
     /// The remote cmpxchg on the target's queue head is charged as a line transfer.
-    pub csd_setup_cycles: u32,
+    pub csd_setup_cycles: f64,
     /// The cross-called function, e.g. `flush_tlb_func` invalidating a few pages,
     /// core cycles. Default 500. Assumption: a handful of INVLPGs plus the function's
     /// bookkeeping; no public bare-metal figure.
-    pub func_cycles: u32,
+    pub func_cycles: f64,
     /// How many `csd_lock_wait` polls of CSDs that are already unlocked the sender's
     /// core overlaps (memory-level parallelism: an out-of-order core can run past the
     /// loop exit into the next CPU's poll). Each such poll is charged a line transfer
     /// divided by this; the poll of a CSD still locked, which waits for the target's
     /// store, is never overlapped. Default 1 (every poll a full cross-core line
     /// transfer, the pessimistic end). Assumption: no public figure for this loop;
-    /// 0 is taken as 1.
-    pub ack_poll_overlap: u32,
+    /// values below 1 are taken as 1.
+    pub ack_poll_overlap: f64,
 }
 
 impl Default for IpiCosts {
     fn default() -> Self {
         IpiCosts {
-            fence_cycles: 40,
-            csd_setup_cycles: 30,
-            func_cycles: 500,
-            ack_poll_overlap: 1,
+            fence_cycles: 40.0,
+            csd_setup_cycles: 30.0,
+            func_cycles: 500.0,
+            ack_poll_overlap: 1.0,
         }
     }
 }

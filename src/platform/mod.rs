@@ -344,6 +344,25 @@ mod tests {
     }
 
     #[test]
+    fn every_movable_field_takes_a_value_moved_by_twenty_percent() {
+        // The sensitivity sweep writes 0.8x and 1.2x into each movable field, as here;
+        // an integer field whose moved value is not whole (a count of 1 moved to 0.8)
+        // would refuse it and panic the sweep.
+        for p in all() {
+            for f in p.movable_fields() {
+                for factor in [0.8, 1.2] {
+                    let mut tree = p.costs_tree();
+                    let at = FieldPath::parse(&f.path["costs.".len()..]).unwrap();
+                    let moved = Value::from(f.value.as_f64().unwrap() * factor);
+                    path::set(&mut tree, &at, &moved).unwrap();
+                    let costs: Result<Costs, _> = serde_json::from_value(tree);
+                    assert!(costs.is_ok(), "{} {} x{factor}: {costs:?}", p.name, f.path);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_generic_profile_is_the_default_of_every_table() {
         assert_eq!(get(DEFAULT_PLATFORM).unwrap().costs(), Costs::default());
     }

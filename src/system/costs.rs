@@ -97,6 +97,14 @@ impl Costs {
         self.fabric
             .validate()
             .map_err(|e| iommu_cost("costs.fabric", e))?;
+        for (name, v) in [
+            ("fence_cycles", self.ipi.fence_cycles),
+            ("csd_setup_cycles", self.ipi.csd_setup_cycles),
+            ("func_cycles", self.ipi.func_cycles),
+            ("ack_poll_overlap", self.ipi.ack_poll_overlap),
+        ] {
+            check_non_negative(&format!("costs.ipi.{name}"), v)?;
+        }
         check_non_negative(
             "costs.interconnect.ipi_cross_socket_extra_ns",
             self.interconnect.ipi_cross_socket_extra_ns,

@@ -617,7 +617,7 @@ impl System {
         let agent = self.cpus[c].agent;
         let ipi = self.costs.ipi;
         match op {
-            IpiOp::WrmsrFence => Issued::Busy(self.freq.cycles(ipi.fence_cycles as u64), 0),
+            IpiOp::WrmsrFence => Issued::Busy(self.freq.cycles_f64(ipi.fence_cycles), 0),
             IpiOp::WriteIcr(icr) => {
                 let d = self.costs.apic.msr_time(MSR_ICR, self.freq);
                 self.xcall.ipis.icr_writes += 1;
@@ -647,7 +647,7 @@ impl System {
                 });
                 csd.locked = true;
                 let lock = LineOp::Store { word: 0, value: 1 };
-                let mut d = self.freq.cycles(ipi.csd_setup_cycles as u64);
+                let mut d = self.freq.cycles_f64(ipi.csd_setup_cycles);
                 d += line_access(&mut csd.line, agent, lock, now, &self.costs, self.freq);
                 let q = &mut self.xcall.queues[t as usize];
                 let was_empty = q.queued.is_empty();
@@ -670,7 +670,8 @@ impl System {
                     csd.spinner = true;
                     Issued::Spin(t)
                 } else {
-                    Issued::Busy(Duration(d.0 / ipi.ack_poll_overlap.max(1) as u64), 0)
+                    let overlap = ipi.ack_poll_overlap.max(1.0);
+                    Issued::Busy(Duration((d.0 as f64 / overlap).round() as u64), 0)
                 }
             }
             IpiOp::Eoi => {
@@ -695,7 +696,7 @@ impl System {
                 let csd = self.xcall.csds.get_mut(&(sender, cpu)).expect("queued");
                 let read = LineOp::Load { word: 1 };
                 let d = line_access(&mut csd.line, agent, read, now, &self.costs, self.freq);
-                Issued::Busy(d + self.freq.cycles(ipi.func_cycles as u64), 0)
+                Issued::Busy(d + self.freq.cycles_f64(ipi.func_cycles), 0)
             }
             IpiOp::UnlockCsd(i) => {
                 let sender = self.xcall.queues[c].taken[i];
