@@ -759,7 +759,7 @@ impl System {
                 {
                     OpInFlight::Cpu(op) => self.complete_op(now, cpu, op),
                     OpInFlight::Ipi(op, value) => {
-                        self.complete_handler_ipi_op(now, cpu, op);
+                        self.complete_ipi_op(now, cpu, op);
                         value
                     }
                 };

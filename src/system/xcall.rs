@@ -710,7 +710,7 @@ impl System {
 
     /// Effects that land when a cross-call operation completes: an unlock becomes
     /// visible, and a sender spinning on it sees it one load later.
-    fn complete_ipi_op(&mut self, now: SimTime, cpu: u32, op: IpiOp) {
+    pub(super) fn complete_ipi_op(&mut self, now: SimTime, cpu: u32, op: IpiOp) {
         let IpiOp::UnlockCsd(i) = op else { return };
         let sender = self.xcall.queues[cpu as usize].taken[i];
         let csd = self.xcall.csds.get_mut(&(sender, cpu)).expect("queued");
@@ -743,11 +743,6 @@ impl System {
             },
         );
         self.schedule_cpu_step(sender, seen);
-    }
-
-    /// A cross-call operation of an interrupt handler completes.
-    pub(super) fn complete_handler_ipi_op(&mut self, now: SimTime, cpu: u32, op: IpiOp) {
-        self.complete_ipi_op(now, cpu, op);
     }
 
     /// Issues a handler's cross-call operation; returns it as in flight, and its cost.
