@@ -49,9 +49,9 @@ pub fn scenario(itr_us: u32, rate_mpps: f64, seed: u64) -> Scenario {
         name: "eth0".into(),
         queues: 1,
         affinity: Default::default(),
-        rx: ArrivalSpec::Poisson {
+        rx: Some(ArrivalSpec::Poisson {
             rate_per_s: rate_mpps * 1e6,
-        },
+        }),
         tx: None,
         nic: NicConfig {
             itr_interval: units,

@@ -4,6 +4,7 @@
 pub mod baseline;
 pub mod ops;
 pub mod posted_msi;
+pub mod nic_tx;
 pub mod smmu;
 pub mod uncontended;
 pub mod variants;

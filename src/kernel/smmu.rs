@@ -35,22 +35,35 @@
 //! invalidation) through a command batch of at most 64, and submits the batch with a
 //! CMD_SYNC: one TLBI and one CMD_SYNC for a one-page buffer.
 //!
-//! Not modelled: local IRQ masking around the reservation (no interrupts are taken in
-//! the harness), ATS invalidation (`arm_smmu_atc_inv_domain`), range invalidation
+//! Interrupts: Linux masks local interrupts for the whole call, the CMD_SYNC wait
+//! included, and unmasks them only while it waits for space in a full queue; the
+//! algorithm says so with [`SmmuCpuOp::LocalIrqSave`] / [`SmmuCpuOp::LocalIrqRestore`].
+//!
+//! Not modelled: ATS invalidation (`arm_smmu_atc_inv_domain`), range invalidation
 //! (SMMUv3.2 RIL), the secondary command queues of CMDQV/ECMDQ, memory barriers as
 //! costs (their ordering holds because effects apply in completion order).
 
 pub mod arm_msi;
-pub mod bench;
 
 pub use arm_msi::{gic_handle_irq, route_arm_msi, ArmMsiDrop, ArmMsiRoute, GicCpuOp, GicCpuPort};
-pub use bench::{
-    run_cmdsync_bench, BenchWorkload, CmdSyncBenchConfig, CmdSyncBenchResult, HostCounters,
-    SmmuCpuCosts, SmmuHostError,
-};
 
 use crate::engine::{Call, Port};
 use iommu_sim::smmuv3::{Command, QueueGeometry, QueuePtr, SyncPollMode, SyncSignal};
+
+/// A command queue the Linux driver would refuse.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SmmuHostError {
+    /// A field of the configuration is out of range.
+    #[error("smmu field `{field}` = {value}: allowed {allowed}")]
+    InvalidConfig {
+        /// The field's path, e.g. `smmu.cmdq.log2_entries`.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+        /// What the field accepts.
+        allowed: &'static str,
+    },
+}
 
 /// Bit 31 of the shadow prod: the head of the queue is owned (Linux
 /// `CMDQ_PROD_OWNED_FLAG`, the queue overflow bit reused).
@@ -164,6 +177,12 @@ pub enum SmmuCpuOp {
         /// Number of 4 KiB pages.
         pages: u32,
     },
+    /// `local_irq_save()`: mask interrupts on this CPU (nests).
+    LocalIrqSave,
+    /// `local_irq_restore()`: undo the matching save.
+    LocalIrqRestore,
+    /// An operation of the NIC driver that maps and unmaps through the SMMU.
+    Tx(crate::kernel::nic_tx::TxOp),
 }
 
 /// The algorithm's handle on the CPU it runs on.
@@ -247,6 +266,18 @@ impl SmmuCpuPort {
     /// [`SmmuCpuOp::ClearPtes`].
     pub async fn clear_ptes(&self, asid: u16, iova: u64, pages: u32) {
         self.op(SmmuCpuOp::ClearPtes { asid, iova, pages }).await;
+    }
+    /// [`SmmuCpuOp::LocalIrqSave`].
+    pub async fn local_irq_save(&self) {
+        self.op(SmmuCpuOp::LocalIrqSave).await;
+    }
+    /// [`SmmuCpuOp::LocalIrqRestore`].
+    pub async fn local_irq_restore(&self) {
+        self.op(SmmuCpuOp::LocalIrqRestore).await;
+    }
+    /// [`SmmuCpuOp::Tx`]: yields the operation's value.
+    pub async fn tx(&self, op: crate::kernel::nic_tx::TxOp) -> u64 {
+        self.op(SmmuCpuOp::Tx(op)).await
     }
 
     /// `smp_cond_load_relaxed(word, cond)` on arm64: load; while `cond` fails, wait
@@ -548,11 +579,15 @@ pub async fn issue_cmdlist(
     let need = n + sync as u32;
     let mut report = IssueReport::default();
 
-    // 1. Reserve.
+    // 1. Reserve, with interrupts masked until the end (they are unmasked only while
+    //    waiting for space).
+    cpu.local_irq_save().await;
     let mut llq = Llq(cpu.load(HostWord::Llq).await);
     let head = loop {
         while !g.has_space(QueuePtr(llq.prod()), QueuePtr(llq.cons()), need) {
+            cpu.local_irq_restore().await;
             let (fresh, r) = poll_until_not_full(cpu, drv).await;
+            cpu.local_irq_save().await;
             llq = fresh;
             report.timeouts += r.is_err() as u32;
         }
@@ -601,6 +636,7 @@ pub async fn issue_cmdlist(
             cpu.fetch_add(HostWord::Lock, -1).await;
         }
     }
+    cpu.local_irq_restore().await;
     report
 }
 
@@ -779,13 +815,14 @@ mod tests {
         }
         use SmmuCpuOp::*;
         assert_eq!(
-            ops[..6],
+            ops[..7],
             [
                 ClearPtes {
                     asid: 5,
                     iova: 0x7000,
                     pages: 1
                 },
+                LocalIrqSave,
                 Load(HostWord::Llq),
                 Cas {
                     word: HostWord::Llq,
@@ -810,11 +847,14 @@ mod tests {
         assert!(ops.contains(&Load(HostWord::CmdqSlot(1))));
         // Last (only) waiter out: tryunlock fails, it publishes cons = 2 and unlocks.
         assert_eq!(
-            *ops.last().unwrap(),
-            FetchAdd {
-                word: HostWord::Lock,
-                delta: -1
-            }
+            ops[ops.len() - 2..],
+            [
+                FetchAdd {
+                    word: HostWord::Lock,
+                    delta: -1
+                },
+                LocalIrqRestore
+            ]
         );
         assert_eq!(
             (Llq(llq).prod(), Llq(llq).cons(), owner, lock),

@@ -58,6 +58,12 @@ pub struct Report {
     /// had none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_calls: Option<crate::system::xcall::XcallReport>,
+    /// The SMMUv3 command queue (Arm systems): loads, host counters, busiest lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smmu: Option<crate::system::smmu_host::SmmuHostReport>,
+    /// Transmit loads (UDP senders on NIC queues), with `tx_gbps`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transmit: Vec<crate::system::transmit::TransmitReport>,
     /// From an MSI being raised to the start of the handler that serves it.
     pub latency_ns: LatencySummary,
     /// Handled MSIs per simulated second.
@@ -130,6 +136,11 @@ pub struct CpuReport {
     pub app_ns: f64,
     /// Cross calls: a shootdown's sender side and call-function handler operations.
     pub cross_call_ns: f64,
+    /// SMMU command-queue work (insertion, polling, PTE clears; not time asleep in
+    /// WFE), ns.
+    pub smmu_ns: f64,
+    /// A NIC's transmit path outside the SMMU (send path, mapping, posts, clean-up), ns.
+    pub tx_ns: f64,
     /// Cross-called functions this CPU ran (as a shootdown's target).
     pub funcs_run: u64,
     /// Interrupts acknowledged from the local APIC (notifications included).

@@ -13,7 +13,7 @@
 use apic_sim::gic::{
     GicCpuCosts, Its, ItsConfig, ItsDropReason, LpiConfig, LpiConfigTable, LPI_BASE,
 };
-use iommu_sim::smmuv3::{EventId, Perm, Ste, TranslateConfig, Translator};
+use iommu_sim::smmuv3::{EventId, Perm, Smmu, SmmuConfig, Ste};
 use sim_core::{CpuId, MsiMessage, Vector};
 
 use super::scenario::ScenarioError;
@@ -31,7 +31,11 @@ const ITT_BITS: u8 = 8;
 
 /// The SMMU, the ITS and the LPI tables of an Arm system.
 pub(super) struct ArmPath {
-    pub smmu: Translator,
+    /// The SMMU: its translation side (MSIs reach the ITS through it) and its
+    /// command queue.
+    pub smmu: Smmu,
+    /// The host side of the command queue: shared lines, waits, SMMU loads.
+    pub host: super::smmu_host::SmmuHost,
     pub its: Its,
     pub lpis: LpiConfigTable,
     pub cpu_costs: GicCpuCosts,
@@ -47,12 +51,17 @@ fn err(e: impl std::fmt::Display) -> ScenarioError {
 }
 
 impl ArmPath {
-    pub fn new(cpus: u32) -> Result<ArmPath, ScenarioError> {
+    pub fn new(
+        cpus: u32,
+        config: &SmmuConfig,
+        host: super::smmu_host::SmmuHost,
+    ) -> Result<ArmPath, ScenarioError> {
         let its_config = ItsConfig::default();
         let doorbell = its_config.translater_address();
-        let mut smmu = Translator::new(TranslateConfig::default()).map_err(err)?;
-        smmu.add_context(CONTEXT, CONTEXT as u16);
-        smmu.map(CONTEXT, DOORBELL_IOVA, doorbell & !0xfff, Perm::WO)
+        let mut smmu = Smmu::new(config).map_err(err)?;
+        smmu.translator.add_context(CONTEXT, CONTEXT as u16);
+        smmu.translator
+            .map(CONTEXT, DOORBELL_IOVA, doorbell & !0xfff, Perm::WO)
             .map_err(err)?;
         let mut its = Its::new(its_config).map_err(err)?;
         for c in 0..cpus {
@@ -60,6 +69,7 @@ impl ArmPath {
         }
         Ok(ArmPath {
             smmu,
+            host,
             its,
             lpis: LpiConfigTable::new(16),
             cpu_costs: GicCpuCosts::default(),
@@ -85,7 +95,7 @@ impl ArmPath {
     ) -> Result<MsiMessage, ScenarioError> {
         let dev = device_id as u32;
         if !self.next_event.contains_key(&dev) {
-            self.smmu.set_ste(dev, Ste::stage1(CONTEXT)).map_err(err)?;
+            self.smmu.translator.set_ste(dev, Ste::stage1(CONTEXT)).map_err(err)?;
             self.its.mapd(dev, Some(ITT_BITS)).map_err(err)?;
             self.next_event.insert(dev, 0);
         }
@@ -148,10 +158,22 @@ mod tests {
 
     #[test]
     fn faults_on_the_path_get_typed_names() {
-        let mut arm = ArmPath::new(2).unwrap();
+        let sc = crate::system::Scenario::builder()
+            .arch(crate::system::scenario::Arch::Arm)
+            .cpus(2)
+            .into_unvalidated();
+        let config = sc.smmu.config(&sc.costs.smmu_cmdq);
+        let smmu = Smmu::new(&config).unwrap();
+        let host = super::super::smmu_host::SmmuHost::new(
+            &sc,
+            &smmu,
+            &crate::engine::RngStreams::new(1),
+        )
+        .unwrap();
+        let mut arm = ArmPath::new(2, &config, host).unwrap();
         let good = arm.add_source(0x100, 1, Vector(0x21), None).unwrap();
         let route = |arm: &mut ArmPath, sid: u32, msg: MsiMessage| {
-            route_arm_msi(SimTime::ZERO, &mut arm.smmu, &mut arm.its, sid, msg)
+            route_arm_msi(SimTime::ZERO, &mut arm.smmu.translator, &mut arm.its, sid, msg)
         };
         match route(&mut arm, 0x100, good) {
             ArmMsiRoute::Lpi { cpu, intid, .. } => {

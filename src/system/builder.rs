@@ -57,6 +57,9 @@ impl Scenario {
                 vmd: Vec::new(),
                 nics: Vec::new(),
                 shootdowns: Vec::new(),
+                smmu: Default::default(),
+                smmu_loads: Vec::new(),
+                transmit: Vec::new(),
                 base_dir: None,
             },
         }
@@ -139,6 +142,26 @@ impl ScenarioBuilder {
     /// A TLB-shootdown load.
     pub fn shootdown(mut self, load: super::xcall::ShootdownConfig) -> Self {
         self.scenario.shootdowns.push(load);
+        self
+    }
+    /// The instruction set and interrupt architecture (`x86` or `arm`).
+    pub fn arch(mut self, arch: super::scenario::Arch) -> Self {
+        self.scenario.arch = arch;
+        self
+    }
+    /// An SMMU command-queue load (`arch = "arm"`).
+    pub fn smmu_load(mut self, load: super::smmu_host::SmmuLoadConfig) -> Self {
+        self.scenario.smmu_loads.push(load);
+        self
+    }
+    /// UDP senders on a NIC (`arch = "arm"`).
+    pub fn transmit(mut self, load: super::transmit::TransmitConfig) -> Self {
+        self.scenario.transmit.push(load);
+        self
+    }
+    /// The SMMU as its driver finds it (`arch = "arm"`).
+    pub fn smmu(mut self, setup: super::smmu_host::SmmuSetup) -> Self {
+        self.scenario.smmu = setup;
         self
     }
     /// x2APIC ID of each CPU.

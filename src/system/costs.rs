@@ -53,6 +53,15 @@ pub struct Costs {
     /// Distance-dependent latencies between CPUs (the extra flight of an IPI to
     /// another socket).
     pub interconnect: crate::topology::InterconnectCosts,
+    /// The SMMUv3 command queue's own timing (fetch, decode, invalidation, CMD_SYNC,
+    /// its MSI write).
+    pub smmu_cmdq: iommu_sim::smmuv3::CmdqCosts,
+    /// The CPU side of the SMMU command queue beyond its shared lines (which
+    /// `pid_line` prices): MMIO, WFE, the event stream, PTE clears.
+    pub smmu_host: super::smmu_host::SmmuHostCosts,
+    /// A NIC's transmit path: the UDP send path, DMA mapping, descriptor posts, the
+    /// NIC's fetch, completion clean-up.
+    pub tx: super::transmit::TxCosts,
 }
 
 impl Costs {
@@ -109,6 +118,25 @@ impl Costs {
             "costs.interconnect.ipi_cross_socket_extra_ns",
             self.interconnect.ipi_cross_socket_extra_ns,
         )?;
+        self.smmu_cmdq.validate().map_err(|e| match e {
+            iommu_sim::smmuv3::SmmuError::InvalidCost { field, value, .. } => {
+                bad_cost(&format!("costs.smmu_cmdq.{field}"), value)
+            }
+            other => ScenarioError::invalid_from("costs.smmu_cmdq", other),
+        })?;
+        for (name, v) in self.smmu_host.fields() {
+            check_non_negative(&format!("costs.smmu_host.{name}"), v)?;
+        }
+        if self.smmu_host.event_stream_period_us < 1.0 {
+            return Err(ScenarioError::invalid(
+                "costs.smmu_host.event_stream_period_us",
+                self.smmu_host.event_stream_period_us,
+                "at least 1 us",
+            ));
+        }
+        for (name, v) in self.tx.fields() {
+            check_non_negative(&format!("costs.tx.{name}"), v)?;
+        }
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use sim_core::{Duration, SimTime, Vector};
 
 use crate::engine::{Coroutine, Step};
 use crate::kernel::ipi::IpiOp;
+use crate::kernel::smmu::SmmuCpuOp;
 use crate::kernel::CpuOp;
 
 /// What a CPU is doing. Linux runs hardirq handlers with interrupts off, so a CPU takes
@@ -32,6 +33,11 @@ pub enum CpuState {
     /// The task spins in `csd_lock_wait` with interrupts enabled: an interrupt is
     /// taken at once, and the wait resumes after it.
     Spinning,
+    /// The running task waits without using the CPU's time: asleep in WFE (on its
+    /// exclusive monitor or for an event), or its thread blocked on a socket or a
+    /// full TX ring. An interrupt ends a WFE; it is taken only if the task has
+    /// interrupts enabled.
+    Waiting,
 }
 
 /// A kernel algorithm in progress on a CPU, by the interface it is written against.
@@ -79,26 +85,122 @@ pub enum OpInFlight {
     Ipi(IpiOp, u64),
 }
 
-/// Thread-context work of a CPU, run with interrupts enabled: one TLB shootdown
-/// (`smp_call_function_many`, wait = true) of a scenario's shootdown load, or an
-/// algorithm a user started with `System::run_on`.
+/// The coroutine of a CPU task, by the interface its algorithm is written against.
+pub enum TaskCo {
+    /// A cross call (`smp_call_function_many`) or an algorithm of `System::run_on`.
+    CrossCall(Coroutine<IpiOp, u64>),
+    /// An Arm host algorithm around the SMMU: command-queue insertion, a strict-mode
+    /// unmap, a NIC's transmit path or its TX-completion poll.
+    Smmu(Coroutine<SmmuCpuOp, u64>),
+}
+
+/// The next operation a task asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskOp {
+    /// A cross-call operation.
+    Ipi(IpiOp),
+    /// An SMMU host or NIC-driver operation.
+    Smmu(SmmuCpuOp),
+}
+
+impl TaskCo {
+    /// Resumes the algorithm with the result of its last operation.
+    pub fn resume(&mut self, result: Option<u64>) -> Step<TaskOp> {
+        match self {
+            TaskCo::CrossCall(co) => match co.resume(result) {
+                Step::Request(op) => Step::Request(TaskOp::Ipi(op)),
+                Step::Done => Step::Done,
+            },
+            TaskCo::Smmu(co) => match co.resume(result) {
+                Step::Request(op) => Step::Request(TaskOp::Smmu(op)),
+                Step::Done => Step::Done,
+            },
+        }
+    }
+}
+
+/// Whose work a task is (where its outcome is counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    /// One call of a scenario shootdown load (index in `shootdowns`).
+    Shootdown(u16),
+    /// An algorithm started with `System::run_on`.
+    User,
+    /// One call of a scenario SMMU load (index in `smmu_loads`) on its CPU `cpu_index`.
+    SmmuLoad {
+        /// Index of the load.
+        load: u16,
+        /// Index of the CPU in the load's `cpus`.
+        cpu_index: u16,
+    },
+    /// A sending thread of a transmit load.
+    TxThread {
+        /// Index of the load in `transmit`.
+        load: u16,
+        /// Thread number within the load.
+        thread: u16,
+    },
+    /// The TX-completion NAPI poll of a NIC queue (softirq context).
+    TxClean {
+        /// Index of the NIC in `nics`.
+        nic: u16,
+        /// Queue number within the NIC.
+        queue: u16,
+    },
+}
+
+/// Work of a CPU outside hardirq context, run with interrupts enabled unless it
+/// masks them: thread context (a shootdown, an SMMU load's call, a sending thread,
+/// an algorithm of `System::run_on`) or softirq context (a TX-completion poll, which
+/// runs before the thread resumes).
 pub struct Task {
     /// The algorithm.
-    pub co: Coroutine<IpiOp, u64>,
-    /// The shootdown load (index in the scenario's `shootdowns`) whose call this is;
-    /// `None` for an algorithm started with `System::run_on`.
-    pub load: Option<u16>,
-    /// When the call started.
+    pub co: TaskCo,
+    /// Whose work it is.
+    pub kind: TaskKind,
+    /// When it started.
     pub started: SimTime,
-    /// The operation in flight and its result.
-    pub in_flight: Option<(IpiOp, u64)>,
+    /// The operation in flight and, for a cross-call operation, its result.
+    pub in_flight: Option<(TaskOp, u64)>,
     /// The result to resume the algorithm with.
     pub resume_with: Option<u64>,
-    /// An operation to issue again instead of resuming: a `csd_lock_wait` an
-    /// interrupt broke off.
-    pub reissue: Option<IpiOp>,
+    /// An operation to issue again instead of resuming: a wait an interrupt broke off.
+    pub reissue: Option<TaskOp>,
     /// Spinning on the CSD queued for this target, since this time.
     pub spin: Option<(u32, SimTime)>,
+    /// Waiting (WFE, a monitored line, the socket's send buffer, a full TX ring) in
+    /// this operation since this time.
+    pub wait: Option<(SmmuCpuOp, SimTime)>,
+    /// `local_irq_save` depth: while above zero the CPU takes no interrupt.
+    pub irq_off: u32,
+    /// When its first command-queue operation was issued (SMMU loads' latency).
+    pub issue_start: Option<SimTime>,
+}
+
+impl Task {
+    /// A task of `kind` running `co`, started at `now`.
+    pub fn new(co: TaskCo, kind: TaskKind, now: SimTime) -> Task {
+        Task {
+            co,
+            kind,
+            started: now,
+            in_flight: None,
+            resume_with: None,
+            reissue: None,
+            spin: None,
+            wait: None,
+            irq_off: 0,
+            issue_start: None,
+        }
+    }
+
+    /// The shootdown load whose call this is, if it is one.
+    pub fn shootdown_load(&self) -> Option<u16> {
+        match self.kind {
+            TaskKind::Shootdown(l) => Some(l),
+            _ => None,
+        }
+    }
 }
 
 /// Work a CPU does outside hardirq context, one indivisible piece at a time: softirq
@@ -176,6 +278,12 @@ pub struct CpuTime {
     /// Cross calls: a shootdown's sender (CSD set-up, fence, ICR writes, spinning for
     /// acknowledgements) and the call-function handler's operations on a target.
     pub cross_call: Duration,
+    /// SMMU command-queue work: insertion, CMD_SYNC waits spent polling (not asleep
+    /// in WFE), PTE clears.
+    pub smmu: Duration,
+    /// A NIC's transmit path outside the SMMU: the send path, mapping, descriptor
+    /// posts, completion clean-up.
+    pub tx: Duration,
 }
 
 impl CpuTime {
@@ -189,6 +297,8 @@ impl CpuTime {
             + self.softirq
             + self.app
             + self.cross_call
+            + self.smmu
+            + self.tx
     }
 }
 
@@ -233,9 +343,11 @@ pub struct Cpu {
     pub coroutine: Option<Algorithm>,
     /// The operation of `coroutine` whose completion the CPU is waiting for.
     pub op_in_flight: Option<OpInFlight>,
-    /// Thread-context work in progress (a shootdown), suspended while the CPU is in
-    /// an interrupt.
+    /// Thread-context work in progress, suspended while the CPU is in an interrupt
+    /// or runs `softirq`.
     pub task: Option<Task>,
+    /// Softirq-context work in progress (a TX-completion poll); it runs before `task`.
+    pub softirq: Option<Task>,
     /// Busy time by category.
     pub time: CpuTime,
     /// Interrupts acknowledged from the local APIC.
@@ -269,6 +381,7 @@ impl Cpu {
             coroutine: None,
             op_in_flight: None,
             task: None,
+            softirq: None,
             time: CpuTime::default(),
             interrupts_taken: 0,
             handler_calls: 0,

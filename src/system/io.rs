@@ -109,8 +109,9 @@ pub struct NicDeviceConfig {
     #[serde(default)]
     /// How its queue interrupts spread over CPUs; default Linux managed spreading.
     pub affinity: Affinity,
-    /// Packet arrivals on each RX queue.
-    pub rx: ArrivalSpec,
+    /// Packet arrivals on each RX queue; unset: none (a transmit-only NIC).
+    #[serde(default)]
+    pub rx: Option<ArrivalSpec>,
     /// Packets the host hands each TX queue, if any.
     #[serde(default)]
     pub tx: Option<ArrivalSpec>,
@@ -328,7 +329,9 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         }
         n.nic.validate(&format!("{f}.nic"))?;
         n.napi.validate(&format!("{f}.napi"))?;
-        n.rx.validate(&format!("{f}.rx"))?;
+        if let Some(rx) = &n.rx {
+            rx.validate(&format!("{f}.rx"))?;
+        }
         if let Some(tx) = &n.tx {
             tx.validate(&format!("{f}.tx"))?;
         }
@@ -523,13 +526,15 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             .resolve(n.queues, &node, &format!("nics[{i}].affinity"))?;
         let mut queues = Vec::with_capacity(targets.len());
         for (q, cpu) in targets.iter().enumerate() {
-            let rx =
-                n.rx.generator(&format!("nics[{i}].rx"), sc.base_dir.as_deref())?;
+            let rx = match &n.rx {
+                Some(r) => Some(r.generator(&format!("nics[{i}].rx"), sc.base_dir.as_deref())?),
+                None => None,
+            };
             let tx = match &n.tx {
                 Some(t) => Some(t.generator(&format!("nics[{i}].tx"), sc.base_dir.as_deref())?),
                 None => None,
             };
-            let queue = NicQueue::new(n.nic.clone(), &format!("nics[{i}].nic"), Some(rx), tx)?;
+            let queue = NicQueue::new(n.nic.clone(), &format!("nics[{i}].nic"), rx, tx)?;
             let handler = HandlerRef::NicQueue {
                 nic: i as u16,
                 queue: q as u16,
@@ -830,6 +835,10 @@ impl System {
                     }
                 }
                 cycles
+            }
+            HandlerRef::NicQueue { nic, queue } if self.transmit.owns_queue(nic, queue) => {
+                self.schedule_tx_clean(cpu, nic, queue);
+                self.io.nics[nic as usize].handler_cycles
             }
             HandlerRef::NicQueue { nic, queue } => {
                 let n = &mut self.io.nics[nic as usize];

@@ -82,7 +82,7 @@ impl System {
             // Arm: the SMMU translates the doorbell write and the ITS maps it to an LPI.
             let route = crate::kernel::smmu::route_arm_msi(
                 now,
-                &mut arm.smmu,
+                &mut arm.smmu.translator,
                 &mut arm.its,
                 source_id as u32,
                 message,

@@ -23,7 +23,10 @@ pub mod iommu;
 pub mod ledger;
 pub mod observe;
 pub mod scenario;
+pub mod smmu_host;
 pub mod sources;
+pub mod task;
+pub mod transmit;
 pub mod xcall;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -143,6 +146,20 @@ enum Event {
     ShootdownRequest { load: u16, initiator: u16 },
     /// An IPI reaches CPU `cpu`'s local APIC.
     IpiArrive { cpu: u32, msg: apic_sim::IpiMessage },
+    /// An SMMU load's CPU wants its next call.
+    SmmuCallRequest { load: u16, cpu_index: u16 },
+    /// A PROD write reaches the SMMU.
+    SmmuProdArrive { prod: u32 },
+    /// The SMMU finishes the command in flight.
+    SmmuConsumeDone,
+    /// A CMD_SYNC's MSI write becomes visible in memory.
+    SmmuMsiVisible { addr: u64, data: u32 },
+    /// A CONS read of `cpu` samples the register (stale if `generation` moved on).
+    SmmuConsSample { cpu: u32, generation: u64 },
+    /// The event-stream tick reaches a CPU asleep in WFE.
+    SmmuTick { cpu: u32, generation: u64 },
+    /// A CPU leaving WFE resumes.
+    SmmuWake { cpu: u32, generation: u64 },
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -184,6 +201,8 @@ pub struct System {
     arm: Option<arm::ArmPath>,
     /// Shootdown loads, IPIs, and the CSD and queue-head lines of cross calls.
     xcall: xcall::Xcall,
+    /// Transmit loads: sending threads, their packets, the NICs' wires.
+    transmit: transmit::Transmit,
     /// Fixed costs converted to time once, so the hot path does no float rounding.
     timing: Timing,
 }
@@ -269,7 +288,13 @@ impl System {
             .map_err(|e| ScenarioError::invalid_from("iommu", e))?;
 
         let mut arm = match sc.arch {
-            scenario::Arch::Arm => Some(arm::ArmPath::new(sc.cpus.count)?),
+            scenario::Arch::Arm => {
+                let config = sc.smmu.config(&costs.smmu_cmdq);
+                let smmu = iommu_sim::smmuv3::Smmu::new(&config)
+                    .map_err(|e| ScenarioError::invalid_from("smmu", e))?;
+                let host = smmu_host::SmmuHost::new(sc, &smmu, &streams)?;
+                Some(arm::ArmPath::new(sc.cpus.count, &config, host)?)
+            }
             scenario::Arch::X86 => None,
         };
         if arm.is_some() {
@@ -458,6 +483,11 @@ impl System {
             add_source: &mut add_source,
         })?;
 
+        let transmit = transmit::Transmit::new(
+            sc,
+            |nic, q| io.nics[nic as usize].queues[q as usize].cpu,
+            |nic| io.nics[nic as usize].queues.len() as u16,
+        );
         let queue = EventQueue::with_capacity(1024);
         let costs_for_timing = costs.clone();
         let mut system = System {
@@ -498,11 +528,14 @@ impl System {
             observer: None,
             arm,
             xcall,
+            transmit,
             timing: Timing::new(&costs_for_timing, freq),
         };
         system.start_devices();
         system.start_io();
         system.start_shootdowns();
+        system.start_smmu_loads();
+        system.start_transmit();
         Ok(system)
     }
 
@@ -612,6 +645,17 @@ impl System {
                 self.on_shootdown_request(now, load, initiator)
             }
             Event::IpiArrive { cpu, msg } => self.on_ipi_arrive(now, cpu, msg),
+            Event::SmmuCallRequest { load, cpu_index } => {
+                self.on_smmu_call_request(now, load, cpu_index)
+            }
+            Event::SmmuProdArrive { prod } => self.on_smmu_prod_arrive(now, prod),
+            Event::SmmuConsumeDone => self.on_smmu_consume_done(now),
+            Event::SmmuMsiVisible { addr, data } => self.on_smmu_msi_visible(now, addr, data),
+            Event::SmmuConsSample { cpu, generation } => {
+                self.on_smmu_cons_sample(cpu, generation)
+            }
+            Event::SmmuTick { cpu, generation } => self.on_smmu_tick(now, cpu, generation),
+            Event::SmmuWake { cpu, generation } => self.on_smmu_wake(now, cpu, generation),
         }
     }
 
@@ -647,23 +691,30 @@ impl System {
     /// deliverable interrupt; an idle CPU with none starts deferred work, or else
     /// continues its task.
     fn try_take_interrupt(&mut self, now: SimTime, cpu: u32) {
-        let c = &mut self.cpus[cpu as usize];
+        let c = &self.cpus[cpu as usize];
         let spinning = c.state == CpuState::Spinning;
-        if c.state != CpuState::Idle && !spinning {
+        let waiting = c.state == CpuState::Waiting;
+        if c.state != CpuState::Idle && !spinning && !waiting {
             return;
         }
-        let deliverable = match c.gic.as_ref() {
-            Some(gic) => gic.highest_signalled().is_some(),
-            None => c.apic.deliverable().is_some(),
-        };
-        if !deliverable {
-            if !spinning && !self.start_deferred(now, cpu) {
+        let deliverable = self.interrupt_pending(cpu);
+        let masked = self.irqs_masked(cpu);
+        if !deliverable || masked {
+            if waiting {
+                if deliverable {
+                    // WFE wakes on a pending interrupt even while it is masked.
+                    self.smmu_wake_for_interrupt(now, cpu);
+                }
+            } else if !spinning && (masked || !self.start_deferred(now, cpu)) {
                 self.run_task(now, cpu);
             }
             return;
         }
         if spinning {
             self.break_spin(now, cpu);
+        }
+        if waiting {
+            self.break_wait(now, cpu);
         }
         let c = &mut self.cpus[cpu as usize];
         let mut cost = self.timing.irq_entry;
@@ -689,6 +740,15 @@ impl System {
         }
         self.schedule_cpu_step(cpu, now + cost);
         self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqEntry { vector });
+    }
+
+    /// Whether `cpu` has an interrupt it would take if it could.
+    fn interrupt_pending(&self, cpu: u32) -> bool {
+        let c = &self.cpus[cpu as usize];
+        match c.gic.as_ref() {
+            Some(gic) => gic.highest_signalled().is_some(),
+            None => c.apic.deliverable().is_some(),
+        }
     }
 
     /// An LPI reaches a redistributor: pending (or merged with a pending one), or
@@ -767,6 +827,7 @@ impl System {
             }
             CpuState::Task => self.on_task_step(now, cpu),
             CpuState::Spinning => unreachable!("CpuStep for spinning CPU {cpu}"),
+            CpuState::Waiting => unreachable!("CpuStep for waiting CPU {cpu}"),
             CpuState::Exiting => {
                 self.cpus[c].state = CpuState::Idle;
                 self.try_take_interrupt(now, cpu);
@@ -940,6 +1001,7 @@ impl System {
                     agent: match agent {
                         Agent::Core { cpu, .. } => format!("cpu{}", cpu.0),
                         Agent::Iommu { .. } => "iommu".into(),
+                        Agent::Dma { id, .. } => format!("dma{id}"),
                     },
                     state: format!("{:?}", c.pid.state(*agent)),
                     counters: c.pid.counters(*agent),
@@ -970,6 +1032,8 @@ impl System {
                 softirq_ns: c.time.softirq.as_ns_f64(),
                 app_ns: c.time.app.as_ns_f64(),
                 cross_call_ns: c.time.cross_call.as_ns_f64(),
+                smmu_ns: c.time.smmu.as_ns_f64(),
+                tx_ns: c.time.tx.as_ns_f64(),
                 funcs_run: c.funcs_run,
                 interrupts_taken: c.interrupts_taken,
                 handler_calls: c.handler_calls,
@@ -1061,6 +1125,8 @@ impl System {
             fabric: self.fabric_report(),
             sources,
             cross_calls: self.xcall_report(),
+            smmu: self.smmu_report(),
+            transmit: self.transmit_report(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {
                 self.ledger.handled as f64 / (elapsed_ns * 1e-9)

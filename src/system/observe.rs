@@ -271,7 +271,7 @@ impl super::System {
         let pid = &self.cpus[line as usize].pid;
         let agent_id = |a: Agent| match a {
             Agent::Core { cpu, .. } => Some(cpu.0),
-            Agent::Iommu { .. } => None,
+            Agent::Iommu { .. } | Agent::Dma { .. } => None,
         };
         for (agent, state) in pid.holders() {
             let old = before.iter().find(|(a, _)| a == agent).map(|(_, s)| *s);

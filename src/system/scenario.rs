@@ -115,6 +115,16 @@ pub struct Scenario {
     /// TLB-shootdown loads: cross calls from initiator CPUs to target CPUs.
     #[serde(default)]
     pub shootdowns: Vec<super::xcall::ShootdownConfig>,
+    /// The SMMU of an `arch = "arm"` system as its driver finds it (features, MSI
+    /// polling, queue size).
+    #[serde(default)]
+    pub smmu: super::smmu_host::SmmuSetup,
+    /// CPUs calling Linux's SMMUv3 command-queue algorithms in a loop (`arch = "arm"`).
+    #[serde(default)]
+    pub smmu_loads: Vec<super::smmu_host::SmmuLoadConfig>,
+    /// UDP senders on NIC TX queues, unmapping through the SMMU (`arch = "arm"`).
+    #[serde(default)]
+    pub transmit: Vec<super::transmit::TransmitConfig>,
     /// Directory relative trace paths are resolved against: the scenario file's, when
     /// it was loaded from one (not part of the format).
     #[serde(skip)]
@@ -810,15 +820,18 @@ impl Scenario {
             && self.nvme.is_empty()
             && self.nics.is_empty()
             && self.shootdowns.is_empty()
+            && self.smmu_loads.is_empty()
         {
             return Err(ScenarioError::invalid(
                 "devices",
                 "[]",
-                "at least one load: a DSA queue in `devices`, a drive in `nvme`, a NIC in `nics`, or a TLB-shootdown load in `shootdowns`",
+                "at least one load: a DSA queue in `devices`, a drive in `nvme`, a NIC in `nics`, a TLB-shootdown load in `shootdowns`, or an SMMU load in `smmu_loads`",
             ));
         }
         super::io::validate(self)?;
         super::xcall::validate(self)?;
+        super::smmu_host::validate(self)?;
+        super::transmit::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {

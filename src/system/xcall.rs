@@ -40,7 +40,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sim_core::{ApicId, CpuId, Duration, SimTime, Vector};
 
-use super::cpu::{Algorithm, CpuState, OpInFlight, Task};
+use super::cpu::{Algorithm, CpuState, OpInFlight, Task, TaskCo, TaskKind, TaskOp};
 use super::scenario::{Arch, Scenario, ScenarioError, MIN_RATE_PER_S};
 use super::{CpuActivity, Event, System, LATENCY_MAX_NS};
 use crate::engine::{Coroutine, Priority, RngStreams};
@@ -389,55 +389,6 @@ enum Issued {
 }
 
 impl System {
-    /// Starts `algorithm` as CPU `cpu`'s task: thread context with interrupts enabled,
-    /// so the CPU takes interrupts between its operations and while it spins. It
-    /// starts now if the CPU is idle, otherwise when the CPU is next free; run the
-    /// system to make it progress. Errors: no such CPU, an Arm system (no x2APIC), or
-    /// a task (a shootdown or an earlier `run_on`) still running there.
-    pub fn run_on<F>(
-        &mut self,
-        cpu: u32,
-        algorithm: impl FnOnce(IpiPort) -> F,
-    ) -> Result<(), ScenarioError>
-    where
-        F: std::future::Future<Output = ()> + 'static,
-    {
-        if cpu >= self.cpu_count() {
-            return Err(ScenarioError::invalid(
-                "run_on cpu",
-                cpu,
-                format!("a CPU 0..{}", self.cpu_count()),
-            ));
-        }
-        if self.arm.is_some() {
-            return Err(ScenarioError::invalid(
-                "run_on",
-                "an arch = \"arm\" system",
-                "an x86 system: cross-call algorithms drive the x2APIC",
-            ));
-        }
-        let c = cpu as usize;
-        if self.cpus[c].task.is_some() {
-            return Err(ScenarioError::invalid(
-                "run_on cpu",
-                cpu,
-                "a CPU whose task has returned (one task per CPU at a time)",
-            ));
-        }
-        let now = self.now();
-        self.cpus[c].task = Some(Task {
-            co: Coroutine::new(|port| algorithm(IpiPort::new(port))),
-            load: None,
-            started: now,
-            in_flight: None,
-            resume_with: None,
-            reissue: None,
-            spin: None,
-        });
-        self.try_take_interrupt(now, cpu);
-        Ok(())
-    }
-
     /// Whether CPU `cpu` has a task (a shootdown or a `run_on` algorithm) running.
     pub fn task_running(&self, cpu: u32) -> bool {
         self.cpus[cpu as usize].task.is_some()
@@ -487,88 +438,68 @@ impl System {
         self.try_take_interrupt(now, cpu);
     }
 
-    /// The CPU has nothing else to do: continue its task, or start the next queued
-    /// shootdown. Returns whether the CPU got busy.
-    pub(super) fn run_task(&mut self, now: SimTime, cpu: u32) -> bool {
+    /// The next queued shootdown of `cpu`'s loads, started as its task. Returns
+    /// whether one started.
+    pub(super) fn start_queued_shootdown(&mut self, now: SimTime, cpu: u32) -> bool {
         let c = cpu as usize;
-        if self.cpus[c].task.is_none() {
-            let Some((load, initiator)) = self.xcall.initiated_by[c]
-                .iter()
-                .copied()
-                .find(|&(l, i)| self.xcall.loads[l as usize].initiators[i as usize].queued > 0)
-            else {
-                return false;
-            };
-            let l = &mut self.xcall.loads[load as usize];
-            l.initiators[initiator as usize].queued -= 1;
-            l.started += 1;
-            let (maps, mode, mask) = (Rc::clone(&self.xcall.maps), l.mode, l.mask.clone());
-            let co = Coroutine::new(move |port| {
-                smp_call_function_many(IpiPort::new(port), maps, mode, CpuId(cpu), mask)
-            });
-            self.cpus[c].task = Some(Task {
-                co,
-                load: Some(load),
-                started: now,
-                in_flight: None,
-                resume_with: None,
-                reissue: None,
-                spin: None,
-            });
-        }
-        let task = self.cpus[c].task.as_mut().expect("set above");
-        let op = match task.reissue.take() {
-            Some(op) => op,
-            None => {
-                let value = task.resume_with.take();
-                match task.co.resume(value) {
-                    crate::engine::Step::Request(op) => op,
-                    crate::engine::Step::Done => {
-                        let task = self.cpus[c].task.take().expect("running");
-                        if let Some(load) = task.load {
-                            let l = &mut self.xcall.loads[load as usize];
-                            l.completed += 1;
-                            l.phases.calls_ps += now.since(task.started).as_ps();
-                            let ns = now.since(task.started).as_ps().div_ceil(1000);
-                            l.latency.saturating_record(ns);
-                        }
-                        self.xcall.user_tasks_done += task.load.is_none() as u64;
-                        return self.run_task(now, cpu);
-                    }
-                }
-            }
+        let Some((load, initiator)) = self.xcall.initiated_by[c]
+            .iter()
+            .copied()
+            .find(|&(l, i)| self.xcall.loads[l as usize].initiators[i as usize].queued > 0)
+        else {
+            return false;
         };
+        let l = &mut self.xcall.loads[load as usize];
+        l.initiators[initiator as usize].queued -= 1;
+        l.started += 1;
+        let (maps, mode, mask) = (Rc::clone(&self.xcall.maps), l.mode, l.mask.clone());
+        let co = Coroutine::new(move |port| {
+            smp_call_function_many(IpiPort::new(port), maps, mode, CpuId(cpu), mask)
+        });
+        self.cpus[c].task = Some(Task::new(
+            TaskCo::CrossCall(co),
+            TaskKind::Shootdown(load),
+            now,
+        ));
+        true
+    }
+
+    /// A shootdown call of `load` returned at `now` after starting at `started`.
+    pub(super) fn shootdown_done(&mut self, now: SimTime, load: u16, started: SimTime) {
+        let l = &mut self.xcall.loads[load as usize];
+        l.completed += 1;
+        l.phases.calls_ps += now.since(started).as_ps();
+        let ns = now.since(started).as_ps().div_ceil(1000);
+        l.latency.saturating_record(ns);
+    }
+
+    /// Issues a task's cross-call operation: charges it and returns its cost and
+    /// value, or `None` when the task starts spinning on a locked CSD.
+    pub(super) fn issue_task_ipi_op(
+        &mut self,
+        now: SimTime,
+        cpu: u32,
+        op: IpiOp,
+    ) -> Option<(Duration, u64)> {
+        let c = cpu as usize;
         match self.issue_ipi_op(now, cpu, op) {
             Issued::Busy(cost, value) => {
-                let task = self.cpus[c].task.as_mut().expect("running");
-                task.in_flight = Some((op, value));
-                if let Some(load) = task.load {
+                let task = self.cpus[c].task.as_ref().expect("running");
+                if let Some(load) = task.shootdown_load() {
                     self.xcall.loads[load as usize].phases.charge(op, cost);
                 }
-                self.cpus[c].state = CpuState::Task;
                 self.cpus[c].time.cross_call += cost;
                 self.emit_cpu_span(cpu, now, cost, CpuActivity::CrossCall { op });
-                self.schedule_cpu_step(cpu, now + cost);
+                Some((cost, value))
             }
             Issued::Spin(target) => {
                 let task = self.cpus[c].task.as_mut().expect("running");
                 task.spin = Some((target, now));
                 self.cpus[c].state = CpuState::Spinning;
                 self.cpus[c].activity_end = now;
+                None
             }
         }
-        true
-    }
-
-    /// The task's operation in flight completes.
-    pub(super) fn on_task_step(&mut self, now: SimTime, cpu: u32) {
-        let c = cpu as usize;
-        let task = self.cpus[c].task.as_mut().expect("a task step has a task");
-        let (op, value) = task.in_flight.take().expect("a task op was in flight");
-        task.resume_with = Some(value);
-        self.complete_ipi_op(now, cpu, op);
-        self.cpus[c].state = CpuState::Idle;
-        self.try_take_interrupt(now, cpu);
     }
 
     /// An interrupt breaks off the task's spin: the time so far is charged and the
@@ -580,8 +511,8 @@ impl System {
             .as_mut()
             .expect("a spinning CPU has a task");
         let (target, since) = task.spin.take().expect("spinning");
-        task.reissue = Some(IpiOp::WaitCsd(CpuId(target)));
-        let load = task.load;
+        task.reissue = Some(TaskOp::Ipi(IpiOp::WaitCsd(CpuId(target))));
+        let load = task.shootdown_load();
         let spun = now.since(since);
         self.cpus[c].time.cross_call += spun;
         if let Some(load) = load {
@@ -621,7 +552,7 @@ impl System {
             IpiOp::WriteIcr(icr) => {
                 let d = self.costs.apic.msr_time(MSR_ICR, self.freq);
                 self.xcall.ipis.icr_writes += 1;
-                if let Some(load) = self.cpus[c].task.as_ref().and_then(|t| t.load) {
+                if let Some(load) = self.cpus[c].task.as_ref().and_then(|t| t.shootdown_load()) {
                     self.xcall.loads[load as usize].icr_writes += 1;
                 }
                 let fx = self.cpus[c].apic.wrmsr(now, MSR_ICR, icr.0);
@@ -725,9 +656,9 @@ impl System {
         let task = self.cpus[s].task.as_mut().expect("a spinner has a task");
         let (target, since) = task.spin.take().expect("spinning");
         debug_assert_eq!(target, cpu);
-        task.in_flight = Some((IpiOp::WaitCsd(CpuId(target)), 0));
+        task.in_flight = Some((TaskOp::Ipi(IpiOp::WaitCsd(CpuId(target))), 0));
         let spun = seen.since(since);
-        if let Some(load) = task.load {
+        if let Some(load) = task.shootdown_load() {
             self.xcall.loads[load as usize]
                 .phases
                 .charge(IpiOp::WaitCsd(CpuId(target)), spun);

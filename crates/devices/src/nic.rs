@@ -482,6 +482,26 @@ impl NicQueue {
         TxOutcome::Queued
     }
 
+    /// The host posts one packet at `now` that the caller has scheduled onto a wire
+    /// shared with other queues: it completes at `done` (not before the queue's
+    /// previous packet). Ask [`next_event`](Self::next_event) again.
+    pub fn transmit_done_at(&mut self, now: SimTime, done: SimTime) -> TxOutcome {
+        self.assert_advanced(now);
+        self.counters.tx_offered += 1;
+        if !self.tx_has_room() {
+            self.counters.tx_rejected_ring_full += 1;
+            return TxOutcome::RingFull;
+        }
+        let after = self.tx_wire.back().copied().unwrap_or(now).max(now);
+        self.tx_wire.push_back(done.max(after));
+        TxOutcome::Queued
+    }
+
+    /// Whether the TX ring has a free descriptor.
+    pub fn tx_has_room(&self) -> bool {
+        (self.tx_wire.len() as u32 + self.tx_done) < self.config.tx_ring
+    }
+
     /// One NAPI poll: cleans up to `tx_limit` TX completions and takes up to `budget`
     /// RX packets, oldest first.
     pub fn poll(&mut self, budget: u32, tx_limit: u32) -> PollResult {

@@ -113,6 +113,10 @@ pub enum Agent {
     Core { cpu: CpuId, socket: u16 },
     /// The IOMMU (remapping unit) of a socket.
     Iommu { socket: u16 },
+    /// A DMA master on a socket's I/O fabric that reads and writes lines without
+    /// caching them: an SMMU fetching commands or writing a CMD_SYNC's completion, a
+    /// device reading descriptors. `id` tells such agents apart in counters.
+    Dma { id: u16, socket: u16 },
 }
 
 impl Agent {
@@ -125,13 +129,25 @@ impl Agent {
     pub fn iommu(socket: u16) -> Agent {
         Agent::Iommu { socket }
     }
+    pub fn dma(id: u16, socket: u16) -> Agent {
+        Agent::Dma { id, socket }
+    }
     pub fn socket(self) -> u16 {
         match self {
-            Agent::Core { socket, .. } | Agent::Iommu { socket } => socket,
+            Agent::Core { socket, .. } | Agent::Iommu { socket } | Agent::Dma { socket, .. } => {
+                socket
+            }
         }
     }
     pub fn is_iommu(self) -> bool {
         matches!(self, Agent::Iommu { .. })
+    }
+    pub fn is_dma(self) -> bool {
+        matches!(self, Agent::Dma { .. })
+    }
+    /// An agent that keeps no copy of a line it touches (the IOMMU, a DMA master).
+    pub fn is_uncached(self) -> bool {
+        !matches!(self, Agent::Core { .. })
     }
 }
 
@@ -140,6 +156,7 @@ impl fmt::Display for Agent {
         match self {
             Agent::Core { cpu, socket } => write!(f, "cpu{} (socket {socket})", cpu.0),
             Agent::Iommu { socket } => write!(f, "iommu (socket {socket})"),
+            Agent::Dma { id, socket } => write!(f, "dma{id} (socket {socket})"),
         }
     }
 }
@@ -253,7 +270,9 @@ impl LineOp {
             LineOp::IommuPost { .. } => {}
         }
         let is_post = matches!(self, LineOp::IommuPost { .. });
-        if is_post != agent.is_iommu() {
+        // A DMA master reads and writes whole words; it has no locked operations.
+        let dma_ok = matches!(self, LineOp::Load { .. } | LineOp::Store { .. });
+        if is_post != agent.is_iommu() || (agent.is_dma() && !dma_ok) {
             return Err(PidError::OpNotAllowed {
                 agent: agent.to_string(),
                 op: format!("{self:?}"),
@@ -596,9 +615,10 @@ impl<D: LineData> Line<D> {
                 self.transitions_mut(a).record(s, Mesi::I);
                 self.counters_mut(a).invalidations_received += 1;
             }
-            if agent.is_iommu() {
+            if agent.is_uncached() {
                 // Ownership, the update, then the write-back into the home LLC; the
-                // IOMMU keeps no copy, and every other copy went to I above.
+                // IOMMU or DMA master keeps no copy, and every other copy went to I
+                // above.
                 debug_assert!(self.holders.is_empty());
                 let t = self.transitions_mut(agent);
                 t.record(Mesi::I, Mesi::M);
@@ -622,10 +642,17 @@ impl<D: LineData> Line<D> {
                     self.transitions_mut(a).record(s, Mesi::S);
                 }
             }
-            let to = if shared { Mesi::S } else { Mesi::E };
-            self.set_holder(agent, to);
-            self.transitions_mut(agent).record(Mesi::I, to);
-            to
+            if agent.is_dma() {
+                // A DMA read snoops the data out (an owner keeps a shared copy, as
+                // above) and caches nothing.
+                self.transitions_mut(agent).record(Mesi::I, Mesi::I);
+                Mesi::I
+            } else {
+                let to = if shared { Mesi::S } else { Mesi::E };
+                self.set_holder(agent, to);
+                self.transitions_mut(agent).record(Mesi::I, to);
+                to
+            }
         } else {
             self.transitions_mut(agent).record(from, from);
             from
@@ -727,7 +754,7 @@ impl<D: LineData> Line<D> {
     /// Coherence invariants that must hold between operations:
     /// - no holder is recorded in I, and each agent is listed at most once;
     /// - at most one agent holds the line in M or E, and then nobody else holds it;
-    /// - the IOMMU never holds the line;
+    /// - the IOMMU and DMA masters never hold the line;
     /// - one CPU is never named with two different sockets.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut owners = 0;
@@ -735,7 +762,7 @@ impl<D: LineData> Line<D> {
             if *s == Mesi::I {
                 return Err(format!("{a} listed as a holder in I"));
             }
-            if a.is_iommu() {
+            if a.is_uncached() {
                 return Err(format!("{a} holds the line ({s:?}) between operations"));
             }
             if self.holders[..i].iter().any(|(b, _)| b == a) {
@@ -821,6 +848,29 @@ mod tests {
         let o = l.occupancy();
         assert_eq!((o.transfers, o.waits), (3, 1));
         assert_eq!(o.wait_ps, Duration::from_ns(30).as_ps());
+    }
+
+    /// An SMMU reading the command a core wrote takes the data without keeping a copy
+    /// (the writer drops to S); its completion write invalidates every copy, so the
+    /// poller's next load misses.
+    #[test]
+    fn a_dma_master_snoops_and_invalidates_but_keeps_no_copy() {
+        let dma = Agent::dma(7, 0);
+        let mut l = DataLine::with_data(Words::default(), 0);
+        let _ = l.perform(C0, LineOp::Store { word: 0, value: 5 });
+        let r = l.perform(dma, LineOp::Load { word: 0 });
+        assert_eq!((r.kind, r.word()), (AccessKind::RemoteModifiedSameSocket, Some(5)));
+        assert_eq!((l.state(C0), l.state(dma)), (Mesi::S, Mesi::I));
+        let _ = l.perform(C1, LineOp::Load { word: 0 });
+        let _ = l.perform(dma, LineOp::Store { word: 0, value: 0 });
+        assert_eq!((l.state(C0), l.state(C1), l.state(dma)), (Mesi::I, Mesi::I, Mesi::I));
+        assert_eq!(l.counters(C1).invalidations_received, 1);
+        let r = l.perform(C1, LineOp::Load { word: 0 });
+        assert_eq!((r.kind, r.word()), (AccessKind::LlcHit, Some(0)));
+        l.check_invariants().unwrap();
+        // No locked operations and no posts from a DMA master.
+        assert!(l.validate_op(dma, &LineOp::Xchg { word: 0, value: 1 }).is_err());
+        assert!(l.validate_op(dma, &post(0x40)).is_err());
     }
 
     #[test]
