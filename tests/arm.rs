@@ -22,7 +22,7 @@ proptest! {
         for j in &mut sc.jobs {
             j.iodepth = iodepth;
         }
-        sc.nics[0].rx = irqsim::devices::ArrivalSpec::Poisson { rate_per_s: nic_rate };
+        sc.nics[0].rx = Some(irqsim::devices::ArrivalSpec::Poisson { rate_per_s: nic_rate });
         let r = System::run_scenario(&sc).unwrap();
         prop_assert!(r.msis.balanced, "seed {}: {:?}", seed, r.msis);
         for d in &r.io.nvme {

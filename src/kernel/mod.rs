@@ -2,9 +2,9 @@
 //! the timed engine (and, later, the explorer and native drivers).
 
 pub mod baseline;
+pub mod nic_tx;
 pub mod ops;
 pub mod posted_msi;
-pub mod nic_tx;
 pub mod smmu;
 pub mod uncontended;
 pub mod variants;

@@ -201,7 +201,8 @@ impl Observer for RunTrace {
             | SimEvent::NotificationSent { t, .. }
             | SimEvent::HandlerServes { t, .. }
             | SimEvent::PidLineState { t, .. }
-            | SimEvent::PirPopulation { t, .. } => (t, Duration::ZERO),
+            | SimEvent::PirPopulation { t, .. }
+            | SimEvent::SmmuConsumed { t, .. } => (t, Duration::ZERO),
             SimEvent::IommuWork { start, dur, .. } | SimEvent::CpuSpan { start, dur, .. } => {
                 (start, dur)
             }
@@ -310,6 +311,14 @@ impl Observer for RunTrace {
                     r#"{{"ph":"C","name":"PID cpu{line} {agent} (M3 E2 S1 I0)","pid":{lines},"ts":{:.6},"args":{{"state":{}}}}}"#,
                     us(t),
                     mesi_value(state)
+                ));
+            }
+            SimEvent::SmmuConsumed { t, index, command } => {
+                let name = command.map_or_else(|| "illegal".to_string(), |c| format!("{c:?}"));
+                f.write(format_args!(
+                    r#"{{"ph":"i","s":"t","name":"smmu: {}","cat":"smmu","pid":{iommu},"tid":1,"ts":{:.6},"args":{{"slot":{index}}}}}"#,
+                    json_escape(&name),
+                    us(t)
                 ));
             }
             SimEvent::PirPopulation { t, cpu, pending } => {

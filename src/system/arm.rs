@@ -95,7 +95,10 @@ impl ArmPath {
     ) -> Result<MsiMessage, ScenarioError> {
         let dev = device_id as u32;
         if !self.next_event.contains_key(&dev) {
-            self.smmu.translator.set_ste(dev, Ste::stage1(CONTEXT)).map_err(err)?;
+            self.smmu
+                .translator
+                .set_ste(dev, Ste::stage1(CONTEXT))
+                .map_err(err)?;
             self.its.mapd(dev, Some(ITT_BITS)).map_err(err)?;
             self.next_event.insert(dev, 0);
         }
@@ -164,16 +167,19 @@ mod tests {
             .into_unvalidated();
         let config = sc.smmu.config(&sc.costs.smmu_cmdq);
         let smmu = Smmu::new(&config).unwrap();
-        let host = super::super::smmu_host::SmmuHost::new(
-            &sc,
-            &smmu,
-            &crate::engine::RngStreams::new(1),
-        )
-        .unwrap();
+        let host =
+            super::super::smmu_host::SmmuHost::new(&sc, &smmu, &crate::engine::RngStreams::new(1))
+                .unwrap();
         let mut arm = ArmPath::new(2, &config, host).unwrap();
         let good = arm.add_source(0x100, 1, Vector(0x21), None).unwrap();
         let route = |arm: &mut ArmPath, sid: u32, msg: MsiMessage| {
-            route_arm_msi(SimTime::ZERO, &mut arm.smmu.translator, &mut arm.its, sid, msg)
+            route_arm_msi(
+                SimTime::ZERO,
+                &mut arm.smmu.translator,
+                &mut arm.its,
+                sid,
+                msg,
+            )
         };
         match route(&mut arm, 0x100, good) {
             ArmMsiRoute::Lpi { cpu, intid, .. } => {

@@ -651,9 +651,7 @@ impl System {
             Event::SmmuProdArrive { prod } => self.on_smmu_prod_arrive(now, prod),
             Event::SmmuConsumeDone => self.on_smmu_consume_done(now),
             Event::SmmuMsiVisible { addr, data } => self.on_smmu_msi_visible(now, addr, data),
-            Event::SmmuConsSample { cpu, generation } => {
-                self.on_smmu_cons_sample(cpu, generation)
-            }
+            Event::SmmuConsSample { cpu, generation } => self.on_smmu_cons_sample(cpu, generation),
             Event::SmmuTick { cpu, generation } => self.on_smmu_tick(now, cpu, generation),
             Event::SmmuWake { cpu, generation } => self.on_smmu_wake(now, cpu, generation),
         }

@@ -161,6 +161,15 @@ pub enum SimEvent<'a> {
         /// The agent's new MESI state.
         state: Mesi,
     },
+    /// The SMMU consumed one command of its queue (`arch = "arm"`).
+    SmmuConsumed {
+        /// When the command completed.
+        t: SimTime,
+        /// Its slot (index and wrap bit).
+        index: u32,
+        /// The decoded command; `None` for an illegal entry.
+        command: Option<iommu_sim::smmuv3::Command>,
+    },
     /// Number of vectors pending in CPU `cpu`'s PIR after a change.
     PirPopulation {
         /// When the descriptor changed.

@@ -32,8 +32,7 @@
 
 use hdrhistogram::Histogram;
 use iommu_sim::smmuv3::{
-    CmdqCounters, Command, ConsumeEffect, QueuePtr, Smmu, SmmuConfig, SmmuFeatures,
-    SyncCompletion,
+    CmdqCounters, ConsumeEffect, QueuePtr, Smmu, SmmuConfig, SmmuFeatures, SyncCompletion,
 };
 use pid_model::{AccessKind, Agent, DataLine, LineOp, Words};
 use rand::Rng;
@@ -257,11 +256,19 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         }
         if let SmmuWorkload::Unmap { pages } = l.workload {
             if !(1..=4096).contains(&pages) {
-                return Err(ScenarioError::invalid(f("workload.pages"), pages, "1..=4096"));
+                return Err(ScenarioError::invalid(
+                    f("workload.pages"),
+                    pages,
+                    "1..=4096",
+                ));
             }
         }
         if !(l.think_ns.is_finite() && (0.0..=1e12).contains(&l.think_ns)) {
-            return Err(ScenarioError::invalid(f("think_ns"), l.think_ns, "0..=1e12 ns"));
+            return Err(ScenarioError::invalid(
+                f("think_ns"),
+                l.think_ns,
+                "0..=1e12 ns",
+            ));
         }
         if !(0.0..1.0).contains(&l.think_jitter) {
             return Err(ScenarioError::invalid(
@@ -559,8 +566,11 @@ impl System {
         }
         let now = self.now();
         for (load, cpu_index) in first {
-            self.queue
-                .schedule(now, Priority::DEVICE, Event::SmmuCallRequest { load, cpu_index });
+            self.queue.schedule(
+                now,
+                Priority::DEVICE,
+                Event::SmmuCallRequest { load, cpu_index },
+            );
         }
     }
 
@@ -621,7 +631,13 @@ impl System {
     }
 
     /// A load's call returned at `now`; its latency counts from `start`.
-    pub(super) fn smmu_call_done(&mut self, now: SimTime, load: u16, cpu_index: u16, start: SimTime) {
+    pub(super) fn smmu_call_done(
+        &mut self,
+        now: SimTime,
+        load: u16,
+        cpu_index: u16,
+        start: SimTime,
+    ) {
         let host = self.host();
         let l = &mut host.loads[load as usize];
         l.completed += 1;
@@ -641,7 +657,12 @@ impl System {
     }
 
     /// Issues an SMMU host or NIC-driver operation of the running task.
-    pub(super) fn issue_task_smmu_op(&mut self, now: SimTime, cpu: u32, op: SmmuCpuOp) -> TaskIssued {
+    pub(super) fn issue_task_smmu_op(
+        &mut self,
+        now: SimTime,
+        cpu: u32,
+        op: SmmuCpuOp,
+    ) -> TaskIssued {
         if let SmmuCpuOp::Tx(tx) = op {
             return self.issue_tx_op(now, cpu, tx);
         }
@@ -681,7 +702,10 @@ impl System {
                 self.queue.schedule(
                     now + half,
                     Priority::CPU,
-                    Event::SmmuConsSample { cpu, generation: gen },
+                    Event::SmmuConsSample {
+                        cpu,
+                        generation: gen,
+                    },
                 );
                 self.host().counters.cons_reads += 1;
                 Duration::from_ns_f64(k.mmio_read_ns)
@@ -704,7 +728,9 @@ impl System {
                 Duration::from_us(us as u64)
             }
             SmmuCpuOp::ReadClockNs => Duration::from_ns_f64(k.clock_read_ns),
-            SmmuCpuOp::ClearPtes { pages, .. } => Duration::from_ns_f64(k.pte_clear_ns * pages as f64),
+            SmmuCpuOp::ClearPtes { pages, .. } => {
+                Duration::from_ns_f64(k.pte_clear_ns * pages as f64)
+            }
             SmmuCpuOp::Tx(_) => unreachable!("handled above"),
             line_op => {
                 if let SmmuCpuOp::WaitForChange { .. } = line_op {
@@ -733,7 +759,12 @@ impl System {
 
     /// Applies an SMMU host operation at its completion and returns its value, or
     /// `None` when it turned into a wait.
-    pub(super) fn complete_task_smmu_op(&mut self, now: SimTime, cpu: u32, op: SmmuCpuOp) -> Option<u64> {
+    pub(super) fn complete_task_smmu_op(
+        &mut self,
+        now: SimTime,
+        cpu: u32,
+        op: SmmuCpuOp,
+    ) -> Option<u64> {
         if let SmmuCpuOp::Tx(tx) = op {
             return Some(self.complete_tx_op(now, cpu, tx));
         }
@@ -819,7 +850,13 @@ impl System {
 
     /// The running task of `cpu` sleeps in WFE on `op` (monitoring line `monitor`),
     /// unless an interrupt is pending, which makes WFE return at once.
-    fn smmu_sleep(&mut self, now: SimTime, cpu: u32, op: SmmuCpuOp, monitor: Option<usize>) -> TaskIssued {
+    fn smmu_sleep(
+        &mut self,
+        now: SimTime,
+        cpu: u32,
+        op: SmmuCpuOp,
+        monitor: Option<usize>,
+    ) -> TaskIssued {
         let c = cpu as usize;
         if self.interrupt_pending(cpu) {
             self.host().counters.wakes_by_interrupt += 1;
@@ -859,8 +896,11 @@ impl System {
         w.event = false;
         w.generation += 1;
         let generation = w.generation;
-        self.queue
-            .schedule(now + wake, Priority::CPU, Event::SmmuWake { cpu, generation });
+        self.queue.schedule(
+            now + wake,
+            Priority::CPU,
+            Event::SmmuWake { cpu, generation },
+        );
     }
 
     /// An interrupt the task will take ends its WFE sleep now.
@@ -953,7 +993,9 @@ impl System {
             // The SMMU's fetch snoops the slot's line: a writer's copy drops to S.
             let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(cons));
             let agent = arm.host.agent;
-            let _ = arm.host.lines[l].line.perform(agent, LineOp::Load { word: w });
+            let _ = arm.host.lines[l]
+                .line
+                .perform(agent, LineOp::Load { word: w });
             arm.host.consuming = true;
             self.queue
                 .schedule(start.done_at, Priority::IOMMU, Event::SmmuConsumeDone);
@@ -992,7 +1034,13 @@ impl System {
             ConsumeEffect::Error(_) => self.host().counters.command_errors += 1,
             _ => {}
         }
-        let _: Option<Command> = out.command;
+        if let Some(o) = self.observer.as_deref_mut() {
+            o.event(&super::SimEvent::SmmuConsumed {
+                t: now,
+                index: out.index.0,
+                command: out.command,
+            });
+        }
         self.smmu_try_consume(now);
     }
 

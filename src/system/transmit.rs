@@ -191,6 +191,13 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 format!("a NIC index 0..{}", sc.nics.len()),
             ));
         }
+        if sc.nics[t.nic as usize].rx.is_some() {
+            return Err(ScenarioError::invalid(
+                format!("nics[{}].rx", t.nic),
+                "an RX arrival process",
+                "none on a NIC with a transmit load (its queue vectors clean TX only)",
+            ));
+        }
         if !(1..=1024).contains(&t.threads) {
             return Err(ScenarioError::invalid(f("threads"), t.threads, "1..=1024"));
         }
@@ -228,7 +235,11 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             ));
         }
         if !(t.line_gbps.is_finite() && t.line_gbps > 0.0 && t.line_gbps <= 1600.0) {
-            return Err(ScenarioError::invalid(f("line_gbps"), t.line_gbps, "0 < x <= 1600"));
+            return Err(ScenarioError::invalid(
+                f("line_gbps"),
+                t.line_gbps,
+                "0 < x <= 1600",
+            ));
         }
         if !(t.warmup_us.is_finite() && t.warmup_us >= 0.0 && t.warmup_us < sc.duration_us) {
             return Err(ScenarioError::invalid(
@@ -404,7 +415,11 @@ impl System {
 
     /// The hardirq of a transmit queue: schedule its clean poll on this CPU.
     pub(super) fn schedule_tx_clean(&mut self, cpu: u32, nic: u16, queue: u16) {
-        let q = self.transmit.queues.get_mut(&(nic, queue)).expect("a TX queue");
+        let q = self
+            .transmit
+            .queues
+            .get_mut(&(nic, queue))
+            .expect("a TX queue");
         if !q.clean_scheduled {
             q.clean_scheduled = true;
             self.transmit.pending_cleans[cpu as usize].push_back((nic, queue));
@@ -460,7 +475,9 @@ impl System {
         let cost = match op {
             TxOp::Work(w) => match w {
                 TxWork::Sendmsg => f.cycles_f64(k.sendmsg_cycles),
-                TxWork::CopyBytes(b) => Duration::from_ns_f64(k.copy_ns_per_kib * b as f64 / 1024.0),
+                TxWork::CopyBytes(b) => {
+                    Duration::from_ns_f64(k.copy_ns_per_kib * b as f64 / 1024.0)
+                }
                 TxWork::PacketXmit => f.cycles_f64(k.packet_xmit_cycles),
                 TxWork::MapBuffer => Duration::from_ns_f64(k.map_buffer_ns),
                 TxWork::ReclaimDesc => f.cycles_f64(k.reclaim_desc_cycles),
@@ -491,8 +508,15 @@ impl System {
                     let load = &self.transmit.loads[l as usize];
                     (load.nic, load.threads[th as usize].queue)
                 };
-                if !self.io.nics[nic as usize].queues[queue as usize].queue.tx_has_room() {
-                    let q = self.transmit.queues.get_mut(&(nic, queue)).expect("a TX queue");
+                if !self.io.nics[nic as usize].queues[queue as usize]
+                    .queue
+                    .tx_has_room()
+                {
+                    let q = self
+                        .transmit
+                        .queues
+                        .get_mut(&(nic, queue))
+                        .expect("a TX queue");
                     if !q.ring_waiters.contains(&(l, th)) {
                         q.ring_waiters.push((l, th));
                     }
@@ -503,7 +527,11 @@ impl System {
                 let wire_bytes = ip_bytes + ETHERNET_FRAME_OVERHEAD_BYTES + ETHERNET_WIRE_GAP_BYTES;
                 let wire = Duration::from_ns_f64(wire_bytes as f64 * 8.0 / gbps);
                 let ready = now + cost + Duration::from_ns_f64(k.nic_fetch_ns);
-                let free = self.transmit.wire_free.get_mut(&nic).expect("a NIC with senders");
+                let free = self
+                    .transmit
+                    .wire_free
+                    .get_mut(&nic)
+                    .expect("a NIC with senders");
                 let done_at = ready.max(*free) + wire;
                 *free = done_at;
                 let _ = self.io.nics[nic as usize].queues[queue as usize]
@@ -530,9 +558,10 @@ impl System {
                 self.reschedule(now, IoDev::Nic { nic, queue });
                 cost
             }
-            TxOp::NextCompleted | TxOp::BufferIova { .. } | TxOp::FreePacket | TxOp::NapiComplete => {
-                Duration::ZERO
-            }
+            TxOp::NextCompleted
+            | TxOp::BufferIova { .. }
+            | TxOp::FreePacket
+            | TxOp::NapiComplete => Duration::ZERO,
         };
         self.cpus[cpu as usize].time.tx += cost;
         TaskIssued::Busy(cost, 0)
@@ -577,8 +606,12 @@ impl System {
                 if nq.tx_pending_clean() == 0 {
                     return 0;
                 }
-                let _ = nq.poll(0, 1);
-                let q = self.transmit.queues.get_mut(&(nic, queue)).expect("a TX queue");
+                let _ = nq.poll(1, 1);
+                let q = self
+                    .transmit
+                    .queues
+                    .get_mut(&(nic, queue))
+                    .expect("a TX queue");
                 q.cleaning = q.posted.pop_front();
                 q.cleaning.is_some() as u64
             }
@@ -590,7 +623,11 @@ impl System {
             }
             TxOp::FreePacket => {
                 let (nic, queue) = self.tx_queue_of(cpu);
-                let q = self.transmit.queues.get_mut(&(nic, queue)).expect("a TX queue");
+                let q = self
+                    .transmit
+                    .queues
+                    .get_mut(&(nic, queue))
+                    .expect("a TX queue");
                 let Some(p) = q.cleaning.take() else { return 0 };
                 let waiters = std::mem::take(&mut q.ring_waiters);
                 let load = &mut self.transmit.loads[p.load as usize];
@@ -646,7 +683,10 @@ impl System {
                 let mut payload = load.payload_bytes;
                 for q in self.transmit.queues.values() {
                     for p in q.cleaning.iter().chain(q.posted.iter()) {
-                        if p.load as usize == l && p.last && p.done_at >= load.warmup && p.done_at <= now
+                        if p.load as usize == l
+                            && p.last
+                            && p.done_at >= load.warmup
+                            && p.done_at <= now
                         {
                             payload += load.flow.datagram_bytes as u64;
                         }

@@ -859,17 +859,25 @@ mod tests {
         let mut l = DataLine::with_data(Words::default(), 0);
         let _ = l.perform(C0, LineOp::Store { word: 0, value: 5 });
         let r = l.perform(dma, LineOp::Load { word: 0 });
-        assert_eq!((r.kind, r.word()), (AccessKind::RemoteModifiedSameSocket, Some(5)));
+        assert_eq!(
+            (r.kind, r.word()),
+            (AccessKind::RemoteModifiedSameSocket, Some(5))
+        );
         assert_eq!((l.state(C0), l.state(dma)), (Mesi::S, Mesi::I));
         let _ = l.perform(C1, LineOp::Load { word: 0 });
         let _ = l.perform(dma, LineOp::Store { word: 0, value: 0 });
-        assert_eq!((l.state(C0), l.state(C1), l.state(dma)), (Mesi::I, Mesi::I, Mesi::I));
+        assert_eq!(
+            (l.state(C0), l.state(C1), l.state(dma)),
+            (Mesi::I, Mesi::I, Mesi::I)
+        );
         assert_eq!(l.counters(C1).invalidations_received, 1);
         let r = l.perform(C1, LineOp::Load { word: 0 });
         assert_eq!((r.kind, r.word()), (AccessKind::LlcHit, Some(0)));
         l.check_invariants().unwrap();
         // No locked operations and no posts from a DMA master.
-        assert!(l.validate_op(dma, &LineOp::Xchg { word: 0, value: 1 }).is_err());
+        assert!(l
+            .validate_op(dma, &LineOp::Xchg { word: 0, value: 1 })
+            .is_err());
         assert!(l.validate_op(dma, &post(0x40)).is_err());
     }
 
