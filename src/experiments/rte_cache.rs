@@ -1,25 +1,23 @@
 //! `rte-cache`: what keeping a shadow of the redirection entry's low word saves when a
 //! driver masks and unmasks an IOAPIC pin.
 //!
-//! One IOAPIC, pin 5 programmed edge-triggered and unmasked. Each driver of
-//! [`crate::kernel::ioapic_driver`] masks the pin (Linux `mask_ioapic_irq`, which ends
-//! with a dummy read, `io_apic_sync`) and unmasks it again. Rows: `driver`
+//! One IOAPIC in a [`System`], pin 5 programmed edge-triggered and unmasked, nothing
+//! asserting it. Each driver of [`crate::kernel::ioapic_driver`] masks the pin (Linux
+//! `mask_ioapic_irq`, which ends with a dummy read, `io_apic_sync`) and unmasks it
+//! again, each as a thread task on CPU 0 ([`System::run_ioapic`]). Rows: `driver`
 //! (`"read-modify-write"` or `"shadowed"`), `unmask_cycles`, `mask_cycles`, and the
-//! register accesses behind them. Cycles are the accesses' costs from
-//! [`IoapicCosts`] (an uncached window read dominates) at the CPU clock of
-//! [`CpuCosts`]; model output, not hardware.
+//! register accesses behind them. Cycles are the simulated time each call took at the
+//! platform's CPU clock, the accesses priced by `costs.ioapic` (an uncached window
+//! read dominates); model output, not hardware.
 
-use std::rc::Rc;
-
-use apic_sim::{IoapicAccess, IoapicCosts};
 use serde::Serialize;
-use sim_core::{Freq, Vector};
 
 use super::{ExperimentCtx, ExperimentOutput};
-use crate::kernel::ioapic_driver::{
-    ioapic_with_edge_pin, mask_irq, run_now, unmask_irq, IoapicChipData, RteDriver,
-};
-use crate::system::CpuCosts;
+use crate::kernel::ioapic_driver::{mask_irq, unmask_irq, RteDriver};
+use crate::system::ioapic::IoapicPinConfig;
+use crate::system::{DeliveryMode, Scenario, System};
+use apic_sim::IoapicAccess;
+use sim_core::{Duration, Freq, SimTime};
 
 /// The pin both drivers work on.
 pub const PIN: u8 = 5;
@@ -47,24 +45,69 @@ fn posted(a: &IoapicAccess) -> u32 {
     a.index_writes + a.window_writes + a.eoi_writes
 }
 
-/// The row of one driver under `ioapic` and `cpu` costs.
-pub fn point(driver: RteDriver, ioapic: &IoapicCosts, cpu: &CpuCosts) -> Row {
-    let freq = Freq::from_mhz(cpu.freq_mhz).expect("CPU clock above 0 MHz");
-    let (mut io, entry) = ioapic_with_edge_pin(Vector(0x41), PIN);
-    let chip = IoapicChipData::new(PIN, entry);
-    let c = Rc::clone(&chip);
-    let mask = run_now(&mut io, ioapic, move |p| mask_irq(p, c, driver));
-    assert!(io.entry(PIN).expect("pin exists").masked());
-    let unmask = run_now(&mut io, ioapic, move |p| unmask_irq(p, chip, driver));
-    assert_eq!(io.entry(PIN).expect("pin exists"), entry);
+fn minus(a: IoapicAccess, b: IoapicAccess) -> IoapicAccess {
+    IoapicAccess {
+        index_writes: a.index_writes - b.index_writes,
+        window_reads: a.window_reads - b.window_reads,
+        window_writes: a.window_writes - b.window_writes,
+        eoi_writes: a.eoi_writes - b.eoi_writes,
+    }
+}
+
+/// The scenario: one CPU, pin 5 with `driver`, no load, no flow.
+pub fn scenario(driver: RteDriver, seed: u64) -> Scenario {
+    Scenario::builder()
+        .name(format!("rte-cache {}", driver.as_str()))
+        .seed(seed)
+        .duration_us(1000.0)
+        .mode(DeliveryMode::Remapped)
+        .cpus(1)
+        .ioapic_pin(IoapicPinConfig {
+            name: "pin5".into(),
+            pin: PIN,
+            cpu: 0,
+            arrival: None,
+            pulse_ns: 100.0,
+            driver,
+            hold_ns: 0.0,
+            uio: false,
+        })
+        .into_unvalidated()
+}
+
+/// Runs one call on CPU 0 of `sys` to its return: its time and accesses.
+fn timed_call<F>(
+    sys: &mut System,
+    call: impl FnOnce(crate::kernel::ioapic_driver::IoapicPort) -> F,
+) -> (Duration, IoapicAccess)
+where
+    F: std::future::Future<Output = ()> + 'static,
+{
+    let (start, before) = (sys.now(), sys.ioapic_accesses());
+    sys.run_ioapic(0, call).expect("CPU 0 is idle");
+    let limit = start + Duration::from_ms(10);
+    let done = sys.run_until(limit, |s| !s.task_running(0));
+    assert!(done, "a mask or unmask returns within 10 ms");
+    let end: SimTime = sys.now();
+    (end.since(start), minus(sys.ioapic_accesses(), before))
+}
+
+/// The row of one driver in `sc` (from [`scenario`], perhaps with other costs).
+pub fn point(driver: RteDriver, sc: &Scenario) -> Row {
+    let mut sys = System::new(sc).expect("the experiment's scenario is valid");
+    let freq = Freq::from_mhz(sc.costs.cpu.freq_mhz).expect("validated clock");
+    let chip = sys.ioapic_chip(PIN).expect("pin 5 is programmed");
+    let c = chip.clone();
+    let (mask_t, mask) = timed_call(&mut sys, move |io| mask_irq(io, c, driver));
+    let (unmask_t, unmask) = timed_call(&mut sys, move |io| unmask_irq(io, chip, driver));
     Row {
         driver: driver.as_str(),
-        unmask_cycles: freq.cycles_in(unmask.time),
-        mask_cycles: freq.cycles_in(mask.time),
-        unmask_window_reads: unmask.access.window_reads,
-        mask_window_reads: mask.access.window_reads,
-        unmask_posted_writes: posted(&unmask.access),
-        mask_posted_writes: posted(&mask.access),
+        unmask_cycles: freq.cycles_in(unmask_t),
+        mask_cycles: freq.cycles_in(mask_t),
+        unmask_window_reads: unmask.window_reads,
+        mask_window_reads: mask.window_reads,
+        unmask_posted_writes: posted(&unmask),
+        mask_posted_writes: posted(&mask),
     }
 }
 
@@ -73,27 +116,28 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
-/// Runs the experiment in `ctx`.
+/// Checks `--platform` and `--set` against the scenario.
+pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
+    ctx.check(&scenario(RteDriver::Shadowed, ctx.seed))
+}
+
+/// Runs the experiment in `ctx` (seed, platform, overrides).
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
-    // The CPU clock comes from the platform (and --set costs.cpu.*); the IOAPIC's
-    // register costs are its own table.
-    let cpu = ctx
-        .costs(crate::platform::DEFAULT_PLATFORM)
-        .expect("overrides were checked")
-        .cpu;
-    let io = IoapicCosts::default();
-    let rows: Vec<Row> = RteDriver::ALL
-        .iter()
-        .map(|&d| point(d, &io, &cpu))
-        .collect();
+    let mut rows = Vec::new();
+    let mut shown = None;
+    for d in RteDriver::ALL {
+        let sc = ctx.prepared(&scenario(d, ctx.seed));
+        shown.get_or_insert((sc.costs.ioapic, sc.costs.cpu.freq_mhz));
+        rows.push(point(d, &sc));
+    }
     let mut out = ExperimentOutput::new("rte-cache", ctx.seed, &rows);
-    out.notes.push(format!(
-        "costs: window read {} ns (uncached), index/window write {} ns (posted), CPU {} MHz; \
-         mask ends with Linux's io_apic_sync read in both drivers",
-        io.window_read.as_ns_f64(),
-        io.window_write.as_ns_f64(),
-        cpu.freq_mhz
-    ));
+    if let Some((io, mhz)) = shown {
+        out.notes.push(format!(
+            "costs: window read {} ns (uncached), index/window write {} ns (posted), CPU {mhz} MHz; \
+             mask ends with Linux's io_apic_sync read in both drivers",
+            io.window_read_ns, io.window_write_ns,
+        ));
+    }
     out
 }
 
@@ -103,14 +147,14 @@ mod tests {
 
     #[test]
     fn the_shadow_saves_one_uncached_read_per_operation() {
-        let (io, cpu) = (IoapicCosts::default(), CpuCosts::default());
-        let rmw = point(RteDriver::ReadModifyWrite, &io, &cpu);
-        let sh = point(RteDriver::Shadowed, &io, &cpu);
+        let sc = scenario(RteDriver::Shadowed, 1);
+        let rmw = point(RteDriver::ReadModifyWrite, &sc);
+        let sh = point(RteDriver::Shadowed, &sc);
         assert_eq!(rmw.unmask_window_reads, sh.unmask_window_reads + 1);
         assert_eq!(rmw.mask_window_reads, sh.mask_window_reads + 1);
-        let read = Freq::from_mhz(cpu.freq_mhz)
+        let read = Freq::from_mhz(sc.costs.cpu.freq_mhz)
             .unwrap()
-            .cycles_in(io.window_read);
+            .cycles_in(Duration::from_ns_f64(sc.costs.ioapic.window_read_ns));
         assert_eq!(rmw.unmask_cycles, sh.unmask_cycles + read);
         assert_eq!(rmw.mask_cycles, sh.mask_cycles + read);
         // Default costs: 2 GHz, 50 ns posted writes, 700 ns reads.

@@ -47,6 +47,32 @@ pub enum IoapicOp {
     ReadWindow,
     /// A posted write of the data window.
     WriteWindow(u32),
+    /// A step of the flow around the register accesses (not an IOAPIC access).
+    Host(PinHostOp),
+}
+
+/// The steps of a UIO-style flow on an IOAPIC pin that are not register accesses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PinHostOp {
+    /// The x2APIC EOI (`handle_edge_irq` acknowledges before the handler).
+    Eoi,
+    /// The generic irq flow around the handler; serves the interrupts of `vector`.
+    HandleVector(Vector),
+    /// `uio_event_notify`: count the event and wake the reader.
+    Notify,
+    /// The user thread's `read()`: returns at once if an event is counted that it has
+    /// not seen, else sleeps until `Notify`.
+    WaitEvent,
+    /// User-space work handling the event, `ns` long; interrupts preempt it.
+    Hold {
+        /// Nanoseconds left.
+        ns: u64,
+    },
+    /// System call entry for the unmask; interrupts are off until the exit (the
+    /// irq descriptor's lock is taken with interrupts saved).
+    SyscallEntry,
+    /// System call exit.
+    SyscallExit,
 }
 
 /// The algorithm's handle on the IOAPIC.
@@ -74,6 +100,43 @@ impl IoapicPort {
     /// `writel(value, &io_apic->data)`.
     pub async fn write_window(&self, value: u32) {
         self.op(IoapicOp::WriteWindow(value)).await;
+    }
+    /// One step of the flow around the accesses ([`PinHostOp`]).
+    pub async fn host(&self, op: PinHostOp) {
+        self.op(IoapicOp::Host(op)).await;
+    }
+}
+
+/// The hardirq of a UIO-style driver on an edge pin, as the IOAPIC-mask flow runs
+/// it: acknowledge (EOI first, as `handle_edge_irq` does), the irq flow, mask the
+/// entry with `driver` (the chip's `irq_mask`, as with `IRQ_DISABLE_UNLAZY`: Linux's
+/// default lazy disable would not mask an edge pin), then wake the reader.
+pub async fn uio_hardirq(
+    io: IoapicPort,
+    chip: Rc<IoapicChipData>,
+    driver: RteDriver,
+    vector: Vector,
+) {
+    io.host(PinHostOp::Eoi).await;
+    io.host(PinHostOp::HandleVector(vector)).await;
+    mask_irq(io.clone(), chip, driver).await;
+    io.host(PinHostOp::Notify).await;
+}
+
+/// The user thread of the flow: wait for an event, handle it for `hold_ns`, unmask
+/// the pin through a system call (the `irqcontrol` write), and read again.
+pub async fn uio_user_thread(
+    io: IoapicPort,
+    chip: Rc<IoapicChipData>,
+    driver: RteDriver,
+    hold_ns: u64,
+) {
+    loop {
+        io.host(PinHostOp::WaitEvent).await;
+        io.host(PinHostOp::Hold { ns: hold_ns }).await;
+        io.host(PinHostOp::SyscallEntry).await;
+        unmask_irq(io.clone(), Rc::clone(&chip), driver).await;
+        io.host(PinHostOp::SyscallExit).await;
     }
 }
 
@@ -227,6 +290,8 @@ pub fn perform(io: &mut Ioapic, op: IoapicOp) -> OpEffect {
                 delivered: w.delivered,
             }
         }
+        // Not a register access: the driver of the flow performs it.
+        IoapicOp::Host(_) => OpEffect::default(),
     }
 }
 

@@ -58,6 +58,10 @@ pub struct Report {
     /// had none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_calls: Option<crate::system::xcall::XcallReport>,
+    /// IOAPIC pins (x86): assertions, masks, time masked; their interrupts are in
+    /// `msis`, lost edges in `msis.dropped`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ioapic: Vec<crate::system::ioapic::IoapicPinReport>,
     /// The SMMUv3 command queue (Arm systems): loads, host counters, busiest lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smmu: Option<crate::system::smmu_host::SmmuHostReport>,

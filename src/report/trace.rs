@@ -202,7 +202,8 @@ impl Observer for RunTrace {
             | SimEvent::HandlerServes { t, .. }
             | SimEvent::PidLineState { t, .. }
             | SimEvent::PirPopulation { t, .. }
-            | SimEvent::SmmuConsumed { t, .. } => (t, Duration::ZERO),
+            | SimEvent::SmmuConsumed { t, .. }
+            | SimEvent::IoapicPin { t, .. } => (t, Duration::ZERO),
             SimEvent::IommuWork { start, dur, .. } | SimEvent::CpuSpan { start, dur, .. } => {
                 (start, dur)
             }
@@ -311,6 +312,12 @@ impl Observer for RunTrace {
                     r#"{{"ph":"C","name":"PID cpu{line} {agent} (M3 E2 S1 I0)","pid":{lines},"ts":{:.6},"args":{{"state":{}}}}}"#,
                     us(t),
                     mesi_value(state)
+                ));
+            }
+            SimEvent::IoapicPin { t, pin, change } => {
+                f.write(format_args!(
+                    r#"{{"ph":"i","s":"t","name":"ioapic pin {pin} {change:?}","cat":"ioapic","pid":{iommu},"tid":2,"ts":{:.6}}}"#,
+                    us(t)
                 ));
             }
             SimEvent::SmmuConsumed { t, index, command } => {

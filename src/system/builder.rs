@@ -57,6 +57,7 @@ impl Scenario {
                 vmd: Vec::new(),
                 nics: Vec::new(),
                 shootdowns: Vec::new(),
+                ioapic_pins: Vec::new(),
                 smmu: Default::default(),
                 smmu_loads: Vec::new(),
                 transmit: Vec::new(),
@@ -147,6 +148,11 @@ impl ScenarioBuilder {
     /// The instruction set and interrupt architecture (`x86` or `arm`).
     pub fn arch(mut self, arch: super::scenario::Arch) -> Self {
         self.scenario.arch = arch;
+        self
+    }
+    /// An IOAPIC pin with its load and driver flow (x86).
+    pub fn ioapic_pin(mut self, pin: super::ioapic::IoapicPinConfig) -> Self {
+        self.scenario.ioapic_pins.push(pin);
         self
     }
     /// An SMMU command-queue load (`arch = "arm"`).

@@ -59,6 +59,8 @@ pub struct Costs {
     /// The CPU side of the SMMU command queue beyond its shared lines (which
     /// `pid_line` prices): MMIO, WFE, the event stream, PTE clears.
     pub smmu_host: super::smmu_host::SmmuHostCosts,
+    /// IOAPIC register accesses, its messages, and the UIO flow around them.
+    pub ioapic: super::ioapic::IoapicHostCosts,
     /// A NIC's transmit path: the UDP send path, DMA mapping, descriptor posts, the
     /// NIC's fetch, completion clean-up.
     pub tx: super::transmit::TxCosts,
@@ -133,6 +135,9 @@ impl Costs {
                 self.smmu_host.event_stream_period_us,
                 "at least 1 us",
             ));
+        }
+        for (name, v) in self.ioapic.fields() {
+            check_non_negative(&format!("costs.ioapic.{name}"), v)?;
         }
         for (name, v) in self.tx.fields() {
             check_non_negative(&format!("costs.tx.{name}"), v)?;

@@ -7,6 +7,7 @@ use serde::Serialize;
 use sim_core::{Duration, SimTime, Vector};
 
 use crate::engine::{Coroutine, Step};
+use crate::kernel::ioapic_driver::IoapicOp;
 use crate::kernel::ipi::IpiOp;
 use crate::kernel::smmu::SmmuCpuOp;
 use crate::kernel::CpuOp;
@@ -48,6 +49,9 @@ pub enum Algorithm {
     /// A cross-call algorithm written against [`crate::kernel::ipi::IpiPort`]
     /// (`smp_call_function_many`, the call-function interrupt).
     CrossCall(Coroutine<IpiOp, u64>),
+    /// The hardirq of an IOAPIC pin's driver, written against
+    /// [`crate::kernel::ioapic_driver::IoapicPort`].
+    Ioapic(Coroutine<IoapicOp, u32>),
 }
 
 /// The next operation an [`Algorithm`] asks for.
@@ -57,6 +61,8 @@ pub enum KernelOp {
     Cpu(CpuOp),
     /// An operation of a cross call.
     Ipi(IpiOp),
+    /// An IOAPIC access or a step of a pin's flow.
+    Ioapic(IoapicOp),
 }
 
 impl Algorithm {
@@ -71,6 +77,10 @@ impl Algorithm {
                 Step::Request(op) => Step::Request(KernelOp::Ipi(op)),
                 Step::Done => Step::Done,
             },
+            Algorithm::Ioapic(co) => match co.resume(result.map(|v| v as u32)) {
+                Step::Request(op) => Step::Request(KernelOp::Ioapic(op)),
+                Step::Done => Step::Done,
+            },
         }
     }
 }
@@ -83,6 +93,8 @@ pub enum OpInFlight {
     Cpu(CpuOp),
     /// A cross-call operation and the value it yields.
     Ipi(IpiOp, u64),
+    /// An IOAPIC access or flow step, applied when it completes.
+    Ioapic(IoapicOp),
 }
 
 /// The coroutine of a CPU task, by the interface its algorithm is written against.
@@ -92,6 +104,9 @@ pub enum TaskCo {
     /// An Arm host algorithm around the SMMU: command-queue insertion, a strict-mode
     /// unmap, a NIC's transmit path or its TX-completion poll.
     Smmu(Coroutine<SmmuCpuOp, u64>),
+    /// An IOAPIC driver flow in thread context (a UIO reader, a mask or unmask of
+    /// `System::run_ioapic`).
+    Ioapic(Coroutine<IoapicOp, u32>),
 }
 
 /// The next operation a task asks for.
@@ -101,6 +116,8 @@ pub enum TaskOp {
     Ipi(IpiOp),
     /// An SMMU host or NIC-driver operation.
     Smmu(SmmuCpuOp),
+    /// An IOAPIC access or a step of a pin's flow.
+    Ioapic(IoapicOp),
 }
 
 impl TaskCo {
@@ -113,6 +130,10 @@ impl TaskCo {
             },
             TaskCo::Smmu(co) => match co.resume(result) {
                 Step::Request(op) => Step::Request(TaskOp::Smmu(op)),
+                Step::Done => Step::Done,
+            },
+            TaskCo::Ioapic(co) => match co.resume(result.map(|v| v as u32)) {
+                Step::Request(op) => Step::Request(TaskOp::Ioapic(op)),
                 Step::Done => Step::Done,
             },
         }
@@ -140,6 +161,8 @@ pub enum TaskKind {
         /// Thread number within the load.
         thread: u16,
     },
+    /// The user thread of an IOAPIC pin's flow (index in `ioapic_pins`).
+    IoapicThread(u16),
     /// The TX-completion NAPI poll of a NIC queue (softirq context).
     TxClean {
         /// Index of the NIC in `nics`.
@@ -168,9 +191,9 @@ pub struct Task {
     pub reissue: Option<TaskOp>,
     /// Spinning on the CSD queued for this target, since this time.
     pub spin: Option<(u32, SimTime)>,
-    /// Waiting (WFE, a monitored line, the socket's send buffer, a full TX ring) in
-    /// this operation since this time.
-    pub wait: Option<(SmmuCpuOp, SimTime)>,
+    /// Waiting (WFE, a monitored line, the socket's send buffer, a full TX ring, a
+    /// UIO read, preemptible user work) in this operation since this time.
+    pub wait: Option<(TaskOp, SimTime)>,
     /// `local_irq_save` depth: while above zero the CPU takes no interrupt.
     pub irq_off: u32,
     /// When its first command-queue operation was issued (SMMU loads' latency).
@@ -249,6 +272,8 @@ pub enum HandlerRef {
         /// Index of the VMD's own MSI-X vector (not an x86 vector number).
         vector: u16,
     },
+    /// An IOAPIC pin's interrupt (index in the scenario's `ioapic_pins`).
+    IoapicPin(u16),
     /// A NIC queue's interrupt (schedules NAPI).
     NicQueue {
         /// Index of the NIC in the scenario's `nics`.

@@ -851,7 +851,8 @@ impl System {
                 }
                 n.handler_cycles
             }
-            HandlerRef::Dsa(_) | HandlerRef::None => 0.0,
+            // An IOAPIC pin's handler body is its flow's operations.
+            HandlerRef::Dsa(_) | HandlerRef::IoapicPin(_) | HandlerRef::None => 0.0,
         }
     }
 

@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod device_runtime;
 pub mod fabric;
 pub mod io;
+pub mod ioapic;
 pub mod iommu;
 pub mod ledger;
 pub mod observe;
@@ -160,6 +161,12 @@ enum Event {
     SmmuTick { cpu: u32, generation: u64 },
     /// A CPU leaving WFE resumes.
     SmmuWake { cpu: u32, generation: u64 },
+    /// A device asserts IOAPIC pin `pin` (index in `ioapic_pins`).
+    IoapicAssert { pin: u16 },
+    /// One pulse of IOAPIC pin `pin` ends.
+    IoapicDeassert { pin: u16 },
+    /// A thread's preemptible work ends (stale if it was preempted).
+    TaskHoldDone { cpu: u32, generation: u64 },
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -203,6 +210,8 @@ pub struct System {
     xcall: xcall::Xcall,
     /// Transmit loads: sending threads, their packets, the NICs' wires.
     transmit: transmit::Transmit,
+    /// The IOAPIC and its pins' loads and flows (x86).
+    ioapic: Option<ioapic::IoapicHost>,
     /// Fixed costs converted to time once, so the hot path does no float rounding.
     timing: Timing,
 }
@@ -483,6 +492,7 @@ impl System {
             add_source: &mut add_source,
         })?;
 
+        let ioapic = System::build_ioapic(sc, &mut cpus, &mut sources, &streams, vector_limit)?;
         let transmit = transmit::Transmit::new(
             sc,
             |nic, q| io.nics[nic as usize].queues[q as usize].cpu,
@@ -529,6 +539,7 @@ impl System {
             arm,
             xcall,
             transmit,
+            ioapic,
             timing: Timing::new(&costs_for_timing, freq),
         };
         system.start_devices();
@@ -536,6 +547,7 @@ impl System {
         system.start_shootdowns();
         system.start_smmu_loads();
         system.start_transmit();
+        system.start_ioapic();
         Ok(system)
     }
 
@@ -654,6 +666,9 @@ impl System {
             Event::SmmuConsSample { cpu, generation } => self.on_smmu_cons_sample(cpu, generation),
             Event::SmmuTick { cpu, generation } => self.on_smmu_tick(now, cpu, generation),
             Event::SmmuWake { cpu, generation } => self.on_smmu_wake(now, cpu, generation),
+            Event::IoapicAssert { pin } => self.on_ioapic_assert(now, pin),
+            Event::IoapicDeassert { pin } => self.on_ioapic_deassert(now, pin),
+            Event::TaskHoldDone { cpu, generation } => self.on_task_hold_done(now, cpu, generation),
         }
     }
 
@@ -796,6 +811,11 @@ impl System {
                     }))
                 } else if self.is_cross_call(vector) {
                     self.call_function_handler()
+                } else if let Some(alg) = match self.cpus[c].handler_of(vector) {
+                    HandlerRef::IoapicPin(pin) => self.ioapic_hardirq(pin, vector),
+                    _ => None,
+                } {
+                    alg
                 } else if self.arm.is_some() {
                     Algorithm::Irq(Coroutine::new(move |port| async move {
                         baseline::handle_fasteoi_irq(&CpuPort::new(port), vector).await
@@ -820,6 +840,7 @@ impl System {
                         self.complete_ipi_op(now, cpu, op);
                         value
                     }
+                    OpInFlight::Ioapic(op) => self.complete_ioapic_op(now, cpu, op),
                 };
                 self.resume_algorithm(now, cpu, Some(result));
             }
@@ -895,6 +916,11 @@ impl System {
                 self.cpus[c].ops.count(op);
                 let cost = self.start_op(now, cpu, op);
                 self.cpus[c].op_in_flight = Some(OpInFlight::Cpu(op));
+                cost
+            }
+            Step::Request(KernelOp::Ioapic(op)) => {
+                let cost = self.start_irq_ioapic_op(now, cpu, op);
+                self.cpus[c].op_in_flight = Some(OpInFlight::Ioapic(op));
                 cost
             }
             Step::Request(KernelOp::Ipi(op)) => {
@@ -1124,6 +1150,7 @@ impl System {
             sources,
             cross_calls: self.xcall_report(),
             smmu: self.smmu_report(),
+            ioapic: self.ioapic_report(),
             transmit: self.transmit_report(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {

@@ -161,6 +161,15 @@ pub enum SimEvent<'a> {
         /// The agent's new MESI state.
         state: Mesi,
     },
+    /// An IOAPIC pin's line or entry changed.
+    IoapicPin {
+        /// When it changed.
+        t: SimTime,
+        /// The IOAPIC input.
+        pin: u8,
+        /// What changed.
+        change: super::ioapic::PinChange,
+    },
     /// The SMMU consumed one command of its queue (`arch = "arm"`).
     SmmuConsumed {
         /// When the command completed.

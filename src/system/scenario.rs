@@ -115,6 +115,9 @@ pub struct Scenario {
     /// TLB-shootdown loads: cross calls from initiator CPUs to target CPUs.
     #[serde(default)]
     pub shootdowns: Vec<super::xcall::ShootdownConfig>,
+    /// IOAPIC pins (x86): edge inputs, their load generators and driver flows.
+    #[serde(default)]
+    pub ioapic_pins: Vec<super::ioapic::IoapicPinConfig>,
     /// The SMMU of an `arch = "arm"` system as its driver finds it (features, MSI
     /// polling, queue size).
     #[serde(default)]
@@ -821,17 +824,19 @@ impl Scenario {
             && self.nics.is_empty()
             && self.shootdowns.is_empty()
             && self.smmu_loads.is_empty()
+            && self.ioapic_pins.is_empty()
         {
             return Err(ScenarioError::invalid(
                 "devices",
                 "[]",
-                "at least one load: a DSA queue in `devices`, a drive in `nvme`, a NIC in `nics`, a TLB-shootdown load in `shootdowns`, or an SMMU load in `smmu_loads`",
+                "at least one load: a DSA queue in `devices`, a drive in `nvme`, a NIC in `nics`, a TLB-shootdown load in `shootdowns`, an SMMU load in `smmu_loads`, or an IOAPIC pin in `ioapic_pins`",
             ));
         }
         super::io::validate(self)?;
         super::xcall::validate(self)?;
         super::smmu_host::validate(self)?;
         super::transmit::validate(self)?;
+        super::ioapic::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {

@@ -40,7 +40,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sim_core::{Duration, SimTime};
 
-use super::cpu::{CpuState, Task, TaskCo, TaskKind};
+use super::cpu::{CpuState, Task, TaskCo, TaskKind, TaskOp};
 use super::scenario::{Arch, Scenario, ScenarioError};
 use super::task::TaskIssued;
 use super::{Event, System, LATENCY_MAX_NS};
@@ -828,10 +828,13 @@ impl System {
         }
         if let SmmuCpuOp::WaitForChange { seen, .. } = op {
             if prev == seen {
-                return match self.smmu_sleep(now, cpu, op, Some(l)) {
-                    TaskIssued::Parked => None,
-                    TaskIssued::Busy(..) => Some(0),
-                };
+                if self.interrupt_pending(cpu) {
+                    // WFE with an interrupt pending (masked here) returns at once.
+                    self.host().counters.wakes_by_interrupt += 1;
+                    return Some(0);
+                }
+                let _ = self.smmu_sleep(now, cpu, op, Some(l));
+                return None;
             }
         }
         let owner_flag = matches!(op, SmmuCpuOp::FetchAndNotProd { .. });
@@ -877,7 +880,7 @@ impl System {
         let tick = SimTime((now.as_ps() / period + 1) * period);
         self.queue
             .schedule(tick, Priority::CPU, Event::SmmuTick { cpu, generation });
-        self.active_task(cpu).expect("running").wait = Some((op, now));
+        self.active_task(cpu).expect("running").wait = Some((TaskOp::Smmu(op), now));
         self.cpus[c].state = CpuState::Waiting;
         self.cpus[c].activity_end = now;
         TaskIssued::Parked
@@ -945,13 +948,9 @@ impl System {
         if self.host().waits[cpu as usize].generation != generation {
             return;
         }
-        let c = cpu as usize;
-        if let Some((_, since)) = self.active_task(cpu).and_then(|t| t.wait) {
-            // Waking is busy time; sleeping is not.
-            let wake = Duration::from_ns_f64(self.costs.smmu_host.wfe_wake_ns);
-            let _ = since;
-            self.cpus[c].time.smmu += wake.min(now.since(SimTime::ZERO));
-        }
+        // Waking is busy time; sleeping is not.
+        let wake = Duration::from_ns_f64(self.costs.smmu_host.wfe_wake_ns);
+        self.cpus[cpu as usize].time.smmu += wake;
         self.end_wait(now, cpu, 0);
     }
 

@@ -16,6 +16,7 @@ use super::cpu::{CpuState, Task, TaskCo, TaskKind, TaskOp};
 use super::scenario::ScenarioError;
 use super::System;
 use crate::engine::{Coroutine, Step};
+use crate::kernel::ioapic_driver::{IoapicOp, PinHostOp};
 use crate::kernel::ipi::IpiPort;
 use sim_core::{Duration, SimTime};
 
@@ -126,6 +127,7 @@ impl System {
                 None => TaskIssued::Parked,
             },
             TaskOp::Smmu(sop) => self.issue_task_smmu_op(now, cpu, sop),
+            TaskOp::Ioapic(iop) => self.issue_task_ioapic_op(now, cpu, iop),
         };
         match issued {
             TaskIssued::Busy(cost, value) => {
@@ -160,6 +162,8 @@ impl System {
             }
             TaskKind::TxThread { load, thread } => self.tx_thread_done(load, thread),
             TaskKind::TxClean { nic, queue } => self.tx_clean_done(nic, queue),
+            // A reader loops for ever; one that returned has nothing to count.
+            TaskKind::IoapicThread(_) => {}
         }
     }
 
@@ -174,6 +178,7 @@ impl System {
                 Some(value)
             }
             TaskOp::Smmu(sop) => self.complete_task_smmu_op(now, cpu, sop),
+            TaskOp::Ioapic(iop) => Some(self.complete_ioapic_op(now, cpu, iop)),
         };
         match result {
             Some(v) => {
@@ -208,12 +213,17 @@ impl System {
     pub(super) fn break_wait(&mut self, now: SimTime, cpu: u32) {
         let c = cpu as usize;
         let task = self.active_task(cpu).expect("a waiting CPU has a task");
-        let (op, _) = task.wait.take().expect("waiting");
-        if super::smmu_host::is_wfe_wait(op) {
-            task.resume_with = Some(0);
-            self.smmu_wait_broken(now, cpu);
-        } else {
-            task.reissue = Some(TaskOp::Smmu(op));
+        let (op, since) = task.wait.take().expect("waiting");
+        match op {
+            TaskOp::Smmu(s) if super::smmu_host::is_wfe_wait(s) => {
+                task.resume_with = Some(0);
+                self.smmu_wait_broken(now, cpu);
+            }
+            TaskOp::Ioapic(IoapicOp::Host(PinHostOp::Hold { ns })) => {
+                let rest = self.break_hold(now, cpu, ns, since);
+                self.active_task(cpu).expect("still there").reissue = Some(rest);
+            }
+            other => task.reissue = Some(other),
         }
         self.cpus[c].state = CpuState::Idle;
     }

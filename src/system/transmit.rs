@@ -571,7 +571,7 @@ impl System {
     fn tx_block(&mut self, now: SimTime, cpu: u32, op: TxOp) -> TaskIssued {
         let c = cpu as usize;
         let task = self.cpus[c].task.as_mut().expect("a sender");
-        task.wait = Some((SmmuCpuOp::Tx(op), now));
+        task.wait = Some((TaskOp::Smmu(SmmuCpuOp::Tx(op)), now));
         self.cpus[c].state = CpuState::Waiting;
         self.cpus[c].activity_end = now;
         TaskIssued::Parked
@@ -590,7 +590,7 @@ impl System {
         let Some((op, _)) = task.wait.take() else {
             return;
         };
-        task.reissue = Some(TaskOp::Smmu(op));
+        task.reissue = Some(op);
         if self.cpus[c].state == CpuState::Waiting && self.cpus[c].softirq.is_none() {
             self.cpus[c].state = CpuState::Idle;
             self.try_take_interrupt(now, cpu);
