@@ -73,3 +73,59 @@ fn posted_mode_on_arm_is_a_clear_error() {
     assert_eq!(err.field(), Some("mode"));
     assert!(err.to_string().contains("VT-d"), "{err}");
 }
+
+/// A DSA queue that writes an EventID its ITT never mapped: each of its MSIs is
+/// dropped by the ITS with a reason, the well-programmed queue's are all handled,
+/// and every CPU acknowledged as many LPIs as it EOI'd.
+#[test]
+fn misprogrammed_event_ids_are_dropped_by_the_its_and_balance() {
+    use irqsim::devices::ArrivalProcess;
+    use irqsim::system::scenario::Arch;
+    use irqsim::system::{DeliveryMode, DeviceConfig};
+    let good = DeviceConfig::dsa(
+        0x30,
+        0,
+        ArrivalProcess::Fixed {
+            interval_ns: 1500.0,
+        },
+    );
+    let mut bad = DeviceConfig::dsa(
+        0x31,
+        1,
+        ArrivalProcess::Fixed {
+            interval_ns: 2000.0,
+        },
+    );
+    bad.source_id = 0x11;
+    bad.msi_handle = Some(9);
+    let sc = Scenario::builder()
+        .seed(4)
+        .duration_us(400.0)
+        .mode(DeliveryMode::Remapped)
+        .arch(Arch::Arm)
+        .cpus(2)
+        .device(good)
+        .device(bad)
+        .build()
+        .unwrap();
+    let r = System::run_scenario(&sc).unwrap();
+    assert!(r.msis.balanced, "{:?}", r.msis);
+    let dropped = r
+        .msis
+        .dropped
+        .get("its_event_not_mapped")
+        .copied()
+        .unwrap_or(0);
+    assert!(dropped >= 190, "{:?}", r.msis);
+    assert_eq!(r.msis.dropped.len(), 1, "{:?}", r.msis.dropped);
+    assert_eq!(r.msis.generated, r.msis.handled + dropped + r.msis.pending);
+    assert!(r.msis.handled >= 260);
+    // An interrupt may be in service when the run ends.
+    assert!(
+        r.cpu
+            .iter()
+            .all(|c| c.eois <= c.interrupts_taken && c.eois + 1 >= c.interrupts_taken),
+        "{:?}",
+        r.cpu
+    );
+}

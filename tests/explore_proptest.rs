@@ -12,6 +12,12 @@ use irqsim::iommu_sim::vtd::{
     SourceCheck,
 };
 use irqsim::kernel::posted_msi::variant_by_name;
+use irqsim::kernel::PirHandler;
+use std::rc::Rc;
+
+fn handler(name: &str, max_loops: u32) -> Rc<dyn PirHandler> {
+    variant_by_name(name, max_loops).unwrap().into()
+}
 use irqsim::pid_model::desc::{ON_BIT, SN_BIT};
 use irqsim::pid_model::{Agent, LineOp, PiDesc, PidLine};
 use irqsim::sim_core::{SimTime, Vector};
@@ -104,8 +110,8 @@ proptest! {
         variant in 0..CORRECT.len(),
         max_loops in 0u32..4,
     ) {
-        let h = variant_by_name(CORRECT[variant], max_loops).unwrap();
-        let run = run_timed(h.as_ref(), &schedule);
+        let h: Rc<dyn PirHandler> = variant_by_name(CORRECT[variant], max_loops).unwrap().into();
+        let run = run_timed(&h, &schedule);
         prop_assert!(run.passed(), "{}:\n{}", CORRECT[variant], run);
         prop_assert!(run.handled <= schedule.posts.len() as u64);
         let last_sn = schedule.sn_changes.iter().max_by_key(|c| c.at_ns);
@@ -118,8 +124,8 @@ proptest! {
     /// The KVM order, explored the same way (its exhaustive verdict is a pass too).
     #[test]
     fn kvm_clear_on_first_holds_every_invariant_on_any_schedule(schedule in schedule_strategy()) {
-        let h = variant_by_name("kvm-clear-on-first", 3).unwrap();
-        let run = run_timed(h.as_ref(), &schedule);
+        let h: Rc<dyn PirHandler> = variant_by_name("kvm-clear-on-first", 3).unwrap().into();
+        let run = run_timed(&h, &schedule);
         prop_assert!(run.passed(), "{}", run);
     }
 }
@@ -134,9 +140,9 @@ fn shrunk_failure(variant: &str, cases: u32) -> Option<TimedSchedule> {
     };
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
-    let h = variant_by_name(variant, 3).unwrap();
+    let h: Rc<dyn PirHandler> = variant_by_name(variant, 3).unwrap().into();
     let result = runner.run(&schedule_strategy(), |schedule| {
-        let run = run_timed(h.as_ref(), &schedule);
+        let run = run_timed(&h, &schedule);
         if run.passed() {
             Ok(())
         } else {
@@ -155,10 +161,10 @@ fn broken_variants_fail_and_shrink_to_a_minimal_schedule() {
     for variant in ["no-final-recheck", "xchg-word0"] {
         let shrunk = shrunk_failure(variant, 512)
             .unwrap_or_else(|| panic!("{variant}: no failing schedule found"));
-        let h = variant_by_name(variant, 3).unwrap();
+        let h: Rc<dyn PirHandler> = variant_by_name(variant, 3).unwrap().into();
         // proptest's shrinking ends in a local minimum; `minimize` finishes the job.
-        let s = minimize(h.as_ref(), &shrunk);
-        let run = run_timed(h.as_ref(), &s);
+        let s = minimize(&h, &shrunk);
+        let run = run_timed(&h, &s);
         assert!(!run.passed());
         assert!(s.posts.len() <= shrunk.posts.len());
         assert!(s.sn_changes.is_empty(), "{variant}: {s:?}");
@@ -170,7 +176,7 @@ fn broken_variants_fail_and_shrink_to_a_minimal_schedule() {
         for i in 0..s.posts.len() {
             let mut t = s.clone();
             t.posts.remove(i);
-            assert!(run_timed(h.as_ref(), &t).passed(), "{variant}: 1-minimal");
+            assert!(run_timed(&h, &t).passed(), "{variant}: 1-minimal");
         }
     }
 }
@@ -204,11 +210,11 @@ fn regression_xchg_word0_single_post_to_word_one() {
         sn_changes: vec![],
         costs: ZERO_COSTS,
     };
-    let run = run_timed(variant_by_name("xchg-word0", 3).unwrap().as_ref(), &s);
+    let run = run_timed(&handler("xchg-word0", 3), &s);
     let v = run.violation.expect("caught");
     assert_eq!(v.violation.invariant, Invariant::NothingLost);
     for name in CORRECT {
-        assert!(run_timed(variant_by_name(name, 3).unwrap().as_ref(), &s).passed());
+        assert!(run_timed(&handler(name, 3), &s).passed());
     }
 }
 
@@ -226,11 +232,11 @@ fn regression_no_final_recheck_post_during_clear_on() {
             ..ZERO_COSTS
         },
     };
-    let run = run_timed(variant_by_name("no-final-recheck", 3).unwrap().as_ref(), &s);
+    let run = run_timed(&handler("no-final-recheck", 3), &s);
     let v = run.violation.as_ref().expect("caught");
     assert_eq!(v.violation.invariant, Invariant::NothingLost, "{run}");
     for name in CORRECT {
-        let run = run_timed(variant_by_name(name, 3).unwrap().as_ref(), &s);
+        let run = run_timed(&handler(name, 3), &s);
         assert!(run.passed(), "{name}:\n{run}");
     }
 }
@@ -254,7 +260,7 @@ fn regression_post_suppressed_by_sn_is_delivered_after_the_clear() {
         costs: ZERO_COSTS,
     };
     for name in CORRECT {
-        let run = run_timed(variant_by_name(name, 3).unwrap().as_ref(), &s);
+        let run = run_timed(&handler(name, 3), &s);
         assert!(run.passed(), "{name}:\n{run}");
         assert_eq!(run.handled, 1, "{name}");
     }
@@ -408,4 +414,41 @@ proptest! {
             prop_assert!(!d.reserved_bits_set());
         }
     }
+}
+
+/// The timed schedules run on the system itself: its report counts the injected posts
+/// as MSIs, and the handler ran on its CPU 0.
+#[test]
+fn timed_schedules_run_on_the_system() {
+    use irqsim::explore::timed::timed_scenario;
+    use irqsim::system::System;
+    let s = TimedSchedule {
+        posts: vec![post(0, 0x21), post(15, 0x61)],
+        sn_changes: vec![],
+        costs: OpCosts::default(),
+    };
+    let run = run_timed(&handler("copy-then-xchg", 3), &s);
+    assert!(run.passed(), "{run}");
+    assert_eq!(run.handled, 2);
+    assert!(run.log.iter().any(|l| l.contains("iommu")), "{run}");
+    // The same machine by hand: two posts, both handled, the balance closed.
+    let mut sys = System::for_injection(
+        &timed_scenario(&s.costs),
+        variant_by_name("copy-then-xchg", 3).unwrap(),
+    )
+    .unwrap();
+    for p in &s.posts {
+        sys.inject_post(
+            SimTime::ZERO + irqsim::sim_core::Duration::from_ns(p.at_ns),
+            0,
+            p.vector,
+            false,
+        )
+        .unwrap();
+    }
+    while sys.step().is_some() {}
+    let r = sys.report();
+    assert_eq!((r.msis.generated, r.msis.handled), (2, 2), "{:?}", r.msis);
+    assert!(r.msis.balanced);
+    assert_eq!(r.cpu[0].interrupts_taken as u32, run.entries);
 }

@@ -111,7 +111,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(invariant: Invariant, detail: String) -> Violation {
+    pub(crate) fn new(invariant: Invariant, detail: String) -> Violation {
         Violation { invariant, detail }
     }
 }

@@ -1,11 +1,15 @@
-//! One timed schedule, run on the engine's event queue with the invariants on.
+//! One timed schedule, run on a [`System`] with the invariants on.
 //!
 //! A [`TimedSchedule`] says when each post lands (vector, URG), when another CPU sets
-//! or clears SN, and what each kind of handler operation costs. [`run_timed`] drives
-//! the handler's own coroutine the way the system's CPUs do (an operation is issued,
-//! takes its cost, and its effect applies at completion, so posts landing meanwhile
-//! are seen) and changes the world through [`World`], so it checks exactly the
-//! invariants the exhaustive explorer checks, after every event and at the end.
+//! or clears SN, and what each kind of handler operation costs. [`run_timed`] builds a
+//! two-CPU posted system whose cost tables give exactly those costs
+//! ([`timed_scenario`]), injects the posts and SN changes through the system's public
+//! hooks (`System::inject_post`, `System::inject_sn`), and runs it: the handler runs
+//! on the system's CPU as in any experiment (an operation is issued, takes its cost,
+//! and its effect applies at completion, so posts landing meanwhile are seen). Every
+//! step the system applies is replayed into the explorer's model ([`World`]), which
+//! checks exactly the invariants the exhaustive explorer checks, after every event
+//! and at the end, and that the system computed what the model computes.
 //!
 //! The proptest suite (`tests/explore_proptest.rs`) generates these schedules; a
 //! failing one shrinks to a minimal schedule that can be kept as a literal test.
@@ -15,10 +19,15 @@ use std::fmt;
 use serde::Serialize;
 use sim_core::{Duration, SimTime, Vector};
 
-use super::model::{Violation, World};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::model::{Invariant, Violation, World};
 use super::DEFAULT_MAX_HANDLER_OPS;
-use crate::engine::{Coroutine, EventQueue, Priority, Step};
+use crate::engine::Step;
 use crate::kernel::{CpuOp, CpuPort, PirHandler};
+use crate::system::inject::AlgorithmStep;
+use crate::system::{DeliveryMode, Scenario, SimEvent, System};
 
 /// A post the IOMMU performs at `at_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -149,217 +158,261 @@ impl fmt::Display for TimedRun {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Event {
-    Post(usize),
-    Sn(usize),
-    Recheck,
-    NotificationArrives,
-    CpuStep,
-}
-
-enum Cpu {
-    Idle,
-    Entering,
-    Running(Coroutine<CpuOp, u64>, CpuOp),
-    Exiting,
-}
-
-struct Driver<'a> {
-    handler: &'a dyn PirHandler,
-    schedule: &'a TimedSchedule,
-    queue: EventQueue<Event>,
+/// Replays the system's steps of the posted path into the explorer's model, which
+/// checks every invariant and that the system computes what the model computes.
+struct Checker {
     world: World,
-    cpu: Cpu,
     checks: u64,
     handled: u64,
     log: Vec<String>,
+    violation: Option<(f64, Violation)>,
+}
+
+impl Checker {
+    fn note(&mut self, t: SimTime, actor: &str, what: &str) {
+        self.log.push(format!(
+            "{:>12.3} ns  {actor:<9} {what}  -> {}",
+            t.as_ns_f64(),
+            self.world.snapshot()
+        ));
+    }
+
+    fn disagree(what: String) -> Violation {
+        Violation::new(
+            Invariant::HandlerContract,
+            format!("the system and the model disagree: {what}"),
+        )
+    }
+
+    fn step(&mut self, t: SimTime, step: AlgorithmStep) -> Result<(), Violation> {
+        match step {
+            AlgorithmStep::Posted {
+                vector,
+                urg,
+                notified,
+            } => {
+                let (sent, note) = self.world.post(vector, urg, &mut self.checks)?;
+                self.note(t, if urg { "iommu-urg" } else { "iommu" }, &note.0);
+                if sent != notified {
+                    return Err(Self::disagree(format!(
+                        "post of {vector}: system notified={notified}, model {sent}"
+                    )));
+                }
+            }
+            AlgorithmStep::SnChanged { set } => {
+                let note = self.world.set_sn(set, true, &mut self.checks)?;
+                self.note(t, "sn-cpu", &note.0);
+            }
+            AlgorithmStep::Recheck { notified } => {
+                let (sent, note) = self.world.sn_recheck();
+                self.note(t, "sn-cpu", &note.0);
+                if sent != notified {
+                    return Err(Self::disagree(format!(
+                        "recheck: system notified={notified}, model {sent}"
+                    )));
+                }
+            }
+            AlgorithmStep::NotificationArrived => {
+                if self.world.in_flight == 0 {
+                    return Err(Self::disagree(
+                        "a notification arrived that the model never sent".into(),
+                    ));
+                }
+                let note = self.world.notification_arrives();
+                self.note(t, "apic", &note.0);
+            }
+            AlgorithmStep::Delivered => {
+                if !self.world.can_deliver() {
+                    return Err(Self::disagree(
+                        "the CPU took a notification the model cannot deliver".into(),
+                    ));
+                }
+                let note = self.world.deliver();
+                self.note(t, "apic", &note.0);
+            }
+            AlgorithmStep::Requested { op } => {
+                self.world.handler_next(
+                    Step::Request(op),
+                    DEFAULT_MAX_HANDLER_OPS,
+                    &mut self.checks,
+                )?;
+            }
+            AlgorithmStep::Completed { op, value } => {
+                if matches!(op, CpuOp::HandleVector(_)) {
+                    self.handled += 1;
+                }
+                let (v, note) = match self.world.handler_op(op, &mut self.checks) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.note(t, "handler", &format!("{op:?}"));
+                        return Err(e);
+                    }
+                };
+                self.note(t, "handler", &note.0);
+                if v != value {
+                    return Err(Self::disagree(format!(
+                        "{op:?} yielded {value:#x} in the system, {v:#x} in the model"
+                    )));
+                }
+            }
+            AlgorithmStep::Returned => {
+                let note = self.world.handler_next(
+                    Step::Done,
+                    DEFAULT_MAX_HANDLER_OPS,
+                    &mut self.checks,
+                )?;
+                if let Some(n) = note {
+                    self.note(t, "handler", &n.0);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The machine a schedule runs on: CPU 0 takes the posts, CPU 1 changes SN; a 1 GHz
+/// clock so cycle costs are nanoseconds; every descriptor access costs `load_ns`
+/// whatever its MESI case, a locked one `max(locked_ns, load_ns)`; a notification
+/// reaches the APIC `notify_ns` after the post.
+pub fn timed_scenario(costs: &OpCosts) -> Scenario {
+    let mut sc = Scenario::builder()
+        .name("timed schedule")
+        .mode(DeliveryMode::Posted)
+        .cpus(2)
+        .into_unvalidated();
+    let k = &mut sc.costs;
+    k.cpu.freq_mhz = 1000;
+    k.cpu.irq_entry_cycles = costs.entry_ns as f64;
+    k.cpu.irq_exit_cycles = costs.exit_ns as f64;
+    k.cpu.irq_flow_cycles = costs.handle_ns as f64;
+    k.apic.wrmsr_eoi_cycles = costs.eoi_ns.min(u32::MAX as u64) as u32;
+    let load = costs.load_ns as f64;
+    let l = &mut k.pid_line;
+    l.l1_hit_cycles = load;
+    l.llc_hit_cycles = load;
+    for f in [
+        &mut l.upgrade_s_to_m_ns,
+        &mut l.upgrade_other_socket_ns,
+        &mut l.remote_clean_same_socket_ns,
+        &mut l.remote_clean_other_socket_ns,
+        &mut l.remote_modified_same_socket_ns,
+        &mut l.remote_modified_other_socket_ns,
+        &mut l.remote_llc_other_socket_ns,
+        &mut l.memory_ns,
+        &mut l.remote_memory_ns,
+    ] {
+        *f = load;
+    }
+    l.locked_rmw_cycles = costs.locked_ns.saturating_sub(costs.load_ns) as f64;
+    l.iommu_post_occupancy_ns = 0.0;
+    l.iommu_snoop_modified_ns = 0.0;
+    l.iommu_post_latency_ns = costs.notify_ns as f64;
+    k.fabric.message_latency_ns = 0.0;
+    k.fabric.message_occupancy_ns = 0.0;
+    sc
 }
 
 fn ns(n: u64) -> Duration {
     Duration::from_ns(n)
 }
 
-impl Driver<'_> {
-    fn note(&mut self, now: SimTime, actor: &str, what: &str) {
-        self.log.push(format!(
-            "{:>12.3} ns  {actor:<9} {what}  -> {}",
-            now.as_ns_f64(),
-            self.world.snapshot()
-        ));
-    }
+/// Events one schedule may take before the run is cut (a handler looping for ever
+/// is caught by the model's operation bound long before).
+const MAX_EVENTS: u64 = 1_000_000;
 
-    fn op_cost(&self, op: CpuOp) -> Duration {
-        let c = &self.schedule.costs;
-        ns(match op {
-            CpuOp::LoadPir { .. } => c.load_ns,
-            CpuOp::XchgPir { .. } | CpuOp::ClearOn | CpuOp::TestAndClearOn => c.locked_ns,
-            CpuOp::HandleVector(_) => c.handle_ns,
-            CpuOp::Eoi => c.eoi_ns,
-        })
+/// Runs `schedule` against `handler` on a [`System`] (posts and SN changes through
+/// its injection hooks) until nothing is left to happen, replaying every step into
+/// the explorer's model, which checks every invariant after each event and at the
+/// end.
+pub fn run_timed(handler: &Rc<dyn PirHandler>, schedule: &TimedSchedule) -> TimedRun {
+    let sc = timed_scenario(&schedule.costs);
+    let mut sys = System::for_injection(&sc, Box::new(Shared(Rc::clone(handler))))
+        .expect("the timed machine is a valid scenario");
+    let at = |n: u64| SimTime::ZERO + ns(n);
+    for p in &schedule.posts {
+        sys.inject_post(at(p.at_ns), 0, p.vector, p.urg)
+            .expect("CPU 0 of a posted system");
     }
-
-    fn notify(&mut self, now: SimTime) {
-        let at = now + ns(self.schedule.costs.notify_ns);
-        self.queue
-            .schedule(at, Priority::APIC, Event::NotificationArrives);
+    for c in &schedule.sn_changes {
+        sys.inject_sn(at(c.at_ns), 0, 1, c.set, ns(schedule.costs.recheck_ns))
+            .expect("CPUs 0 and 1 of a posted system");
     }
-
-    fn try_take(&mut self, now: SimTime) {
-        if matches!(self.cpu, Cpu::Idle) && self.world.can_deliver() {
-            let note = self.world.deliver();
-            self.note(now, "apic", &note.0);
-            self.cpu = Cpu::Entering;
-            let at = now + ns(self.schedule.costs.entry_ns);
-            self.queue.schedule(at, Priority::CPU, Event::CpuStep);
-        }
-    }
-
-    /// Records where the handler stopped and schedules its next completion.
-    fn after_resume(
-        &mut self,
-        now: SimTime,
-        co: Coroutine<CpuOp, u64>,
-        step: Step<CpuOp>,
-    ) -> Result<(), Violation> {
-        let next = match &step {
-            Step::Request(op) => Step::Request(*op),
-            Step::Done => Step::Done,
-        };
-        let note = self
-            .world
-            .handler_next(next, DEFAULT_MAX_HANDLER_OPS, &mut self.checks)?;
-        match step {
-            Step::Request(op) => {
-                let at = now + self.op_cost(op);
-                self.cpu = Cpu::Running(co, op);
-                self.queue.schedule(at, Priority::CPU, Event::CpuStep);
-            }
-            Step::Done => {
-                if let Some(n) = note {
-                    self.note(now, "handler", &n.0);
-                }
-                self.cpu = Cpu::Exiting;
-                let at = now + ns(self.schedule.costs.exit_ns);
-                self.queue.schedule(at, Priority::CPU, Event::CpuStep);
-            }
-        }
-        Ok(())
-    }
-
-    fn handle(&mut self, now: SimTime, ev: Event) -> Result<(), Violation> {
-        match ev {
-            Event::Post(i) => {
-                let p = self.schedule.posts[i];
-                let (sent, note) = self.world.post(p.vector, p.urg, &mut self.checks)?;
-                self.note(now, if p.urg { "iommu-urg" } else { "iommu" }, &note.0);
-                if sent {
-                    self.notify(now);
-                }
-            }
-            Event::Sn(i) => {
-                let set = self.schedule.sn_changes[i].set;
-                let note = self.world.set_sn(set, true, &mut self.checks)?;
-                self.note(now, "sn-cpu", &note.0);
-                if !set {
-                    let at = now + ns(self.schedule.costs.recheck_ns);
-                    self.queue.schedule(at, Priority::CPU, Event::Recheck);
-                }
-            }
-            Event::Recheck => {
-                let (sent, note) = self.world.sn_recheck();
-                self.note(now, "sn-cpu", &note.0);
-                if sent {
-                    self.notify(now);
-                }
-            }
-            Event::NotificationArrives => {
-                let note = self.world.notification_arrives();
-                self.note(now, "apic", &note.0);
-                self.try_take(now);
-            }
-            Event::CpuStep => match std::mem::replace(&mut self.cpu, Cpu::Idle) {
-                Cpu::Idle => unreachable!("CPU step while idle"),
-                Cpu::Entering => {
-                    let handler = self.handler;
-                    let mut co = Coroutine::from_boxed(|port| handler.run(CpuPort::new(port)));
-                    let step = co.resume(None);
-                    self.after_resume(now, co, step)?;
-                }
-                Cpu::Running(mut co, op) => {
-                    if matches!(op, CpuOp::HandleVector(_)) {
-                        self.handled += 1;
-                    }
-                    let (value, note) = match self.world.handler_op(op, &mut self.checks) {
-                        Ok(r) => r,
-                        Err(v) => {
-                            self.note(now, "handler", &format!("{op:?}"));
-                            return Err(v);
-                        }
-                    };
-                    self.note(now, "handler", &note.0);
-                    let step = co.resume(Some(value));
-                    self.after_resume(now, co, step)?;
-                }
-                Cpu::Exiting => self.try_take(now),
-            },
-        }
-        Ok(())
-    }
-}
-
-/// Runs `schedule` against `handler` until nothing is left to happen, checking every
-/// invariant after each event and at the end.
-pub fn run_timed(handler: &dyn PirHandler, schedule: &TimedSchedule) -> TimedRun {
-    let mut d = Driver {
-        handler,
-        schedule,
-        queue: EventQueue::with_capacity(64),
+    let checker = Rc::new(RefCell::new(Checker {
         world: World::new(),
-        cpu: Cpu::Idle,
         checks: 0,
         handled: 0,
         log: Vec::new(),
-    };
-    for (i, p) in schedule.posts.iter().enumerate() {
-        d.queue
-            .schedule(SimTime::ZERO + ns(p.at_ns), Priority::IOMMU, Event::Post(i));
-    }
-    for (i, c) in schedule.sn_changes.iter().enumerate() {
-        d.queue
-            .schedule(SimTime::ZERO + ns(c.at_ns), Priority::CPU, Event::Sn(i));
-    }
+        violation: None,
+    }));
+    let sink = Rc::clone(&checker);
+    sys.set_observer(Box::new(move |e: &SimEvent<'_>| {
+        if let SimEvent::AlgorithmStep { t, cpu: 0, step } = *e {
+            let mut c = sink.borrow_mut();
+            if c.violation.is_none() {
+                if let Err(v) = c.step(t, step) {
+                    c.violation = Some((t.as_ns_f64(), v));
+                }
+            }
+        }
+    }));
     let mut violation = None;
-    while let Some((now, ev)) = d.queue.pop() {
-        let step = d
-            .handle(now, ev)
-            .and_then(|()| d.world.check_nothing_lost(&mut d.checks));
-        if let Err(v) = step {
+    while let Some(t) = sys.step() {
+        let mut c = checker.borrow_mut();
+        if let Some((at_ns, v)) = c.violation.take() {
             violation = Some(TimedViolation {
-                at_ns: now.as_ns_f64(),
+                at_ns,
                 at_quiescence: false,
                 violation: v,
             });
             break;
         }
-    }
-    if violation.is_none() {
-        if let Err(v) = d.world.check_quiescent(&mut d.checks) {
+        let Checker { world, checks, .. } = &mut *c;
+        if let Err(v) = world.check_nothing_lost(checks) {
             violation = Some(TimedViolation {
-                at_ns: d.queue.now().as_ns_f64(),
+                at_ns: t.as_ns_f64(),
+                at_quiescence: false,
+                violation: v,
+            });
+            break;
+        }
+        if sys.events() >= MAX_EVENTS {
+            break;
+        }
+    }
+    let mut c = checker.borrow_mut();
+    if violation.is_none() {
+        let Checker { world, checks, .. } = &mut *c;
+        if let Err(v) = world.check_quiescent(checks) {
+            violation = Some(TimedViolation {
+                at_ns: sys.now().as_ns_f64(),
                 at_quiescence: true,
                 violation: v,
             });
         }
     }
     TimedRun {
-        events: d.queue.events_popped(),
-        entries: d.world.entries,
-        notifications: d.world.notifications,
-        handled: d.handled,
-        invariants_checked: d.checks,
-        log: d.log,
+        events: sys.events(),
+        entries: c.world.entries,
+        notifications: c.world.notifications,
+        handled: c.handled,
+        invariants_checked: c.checks,
+        log: std::mem::take(&mut c.log),
         violation,
+    }
+}
+
+/// A handler shared with the caller, as the system's owned handler.
+struct Shared(Rc<dyn PirHandler>);
+
+impl PirHandler for Shared {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn is_broken(&self) -> bool {
+        self.0.is_broken()
+    }
+    fn run(&self, cpu: CpuPort) -> crate::kernel::HandlerFuture {
+        self.0.run(cpu)
     }
 }
 
@@ -370,7 +423,7 @@ pub fn run_timed(handler: &dyn PirHandler, schedule: &TimedSchedule) -> TimedRun
 /// schedule strictly smaller, so this ends. The result is 1-minimal: removing any one
 /// of its posts or SN changes makes that violation go away. A schedule that does not
 /// fail is returned unchanged.
-pub fn minimize(handler: &dyn PirHandler, schedule: &TimedSchedule) -> TimedSchedule {
+pub fn minimize(handler: &Rc<dyn PirHandler>, schedule: &TimedSchedule) -> TimedSchedule {
     let invariant = |s: &TimedSchedule| {
         run_timed(handler, s)
             .violation
@@ -466,8 +519,8 @@ mod tests {
             ..TimedSchedule::default()
         };
         for name in ["copy-then-xchg", "rfc", "interleaved", "per-word-dispatch"] {
-            let h = variant_by_name(name, 3).unwrap();
-            let run = run_timed(h.as_ref(), &s);
+            let h: Rc<dyn PirHandler> = variant_by_name(name, 3).unwrap().into();
+            let run = run_timed(&h, &s);
             assert!(run.passed(), "{name}:\n{run}");
             assert_eq!((run.entries, run.handled), (1, 1), "{name}");
         }
@@ -483,13 +536,13 @@ mod tests {
             posts: vec![post(0, 0x21), post(400, 0x61)],
             ..TimedSchedule::default()
         };
-        let broken = variant_by_name("no-final-recheck", 3).unwrap();
-        let run = run_timed(broken.as_ref(), &s);
+        let broken: Rc<dyn PirHandler> = variant_by_name("no-final-recheck", 3).unwrap().into();
+        let run = run_timed(&broken, &s);
         let v = run.violation.as_ref().expect("the window is hit");
         assert_eq!(v.violation.invariant, Invariant::NothingLost, "{run}");
         assert!(!v.at_quiescence, "found when the handler returns");
-        let good = variant_by_name("copy-then-xchg", 3).unwrap();
-        let run = run_timed(good.as_ref(), &s);
+        let good: Rc<dyn PirHandler> = variant_by_name("copy-then-xchg", 3).unwrap().into();
+        let run = run_timed(&good, &s);
         assert!(run.passed(), "{run}");
         assert_eq!(run.handled, 2);
     }
@@ -510,8 +563,8 @@ mod tests {
             ],
             ..TimedSchedule::default()
         };
-        let h = variant_by_name("copy-then-xchg", 3).unwrap();
-        let run = run_timed(h.as_ref(), &s);
+        let h: Rc<dyn PirHandler> = variant_by_name("copy-then-xchg", 3).unwrap().into();
+        let run = run_timed(&h, &s);
         assert!(run.passed(), "{run}");
         assert_eq!((run.notifications, run.handled), (1, 1));
         assert!(run.log.iter().any(|l| l.contains("suppressed")));

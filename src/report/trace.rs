@@ -203,7 +203,8 @@ impl Observer for RunTrace {
             | SimEvent::PidLineState { t, .. }
             | SimEvent::PirPopulation { t, .. }
             | SimEvent::SmmuConsumed { t, .. }
-            | SimEvent::IoapicPin { t, .. } => (t, Duration::ZERO),
+            | SimEvent::IoapicPin { t, .. }
+            | SimEvent::AlgorithmStep { t, .. } => (t, Duration::ZERO),
             SimEvent::IommuWork { start, dur, .. } | SimEvent::CpuSpan { start, dur, .. } => {
                 (start, dur)
             }
@@ -314,6 +315,8 @@ impl Observer for RunTrace {
                     mesi_value(state)
                 ));
             }
+            // Spans and instants above already show these steps.
+            SimEvent::AlgorithmStep { .. } => {}
             SimEvent::IoapicPin { t, pin, change } => {
                 f.write(format_args!(
                     r#"{{"ph":"i","s":"t","name":"ioapic pin {pin} {change:?}","cat":"ioapic","pid":{iommu},"tid":2,"ts":{:.6}}}"#,

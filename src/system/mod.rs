@@ -18,6 +18,7 @@ pub mod costs;
 pub mod cpu;
 pub mod device_runtime;
 pub mod fabric;
+pub mod inject;
 pub mod io;
 pub mod ioapic;
 pub mod iommu;
@@ -109,6 +110,14 @@ fn line_op_of(op: CpuOp) -> Option<LineOp> {
     }
 }
 
+/// The vector whose algorithm a running CPU executes (0 when not running one).
+fn vector_of_running(state: CpuState) -> Vector {
+    match state {
+        CpuState::Running(v) => v,
+        _ => Vector(0),
+    }
+}
+
 /// Everything that happens in a run is one of these.
 #[derive(Clone, Copy, Debug)]
 enum Event {
@@ -167,6 +176,17 @@ enum Event {
     IoapicDeassert { pin: u16 },
     /// A thread's preemptible work ends (stale if it was preempted).
     TaskHoldDone { cpu: u32, generation: u64 },
+    /// An injected IOMMU post lands (`System::inject_post`).
+    InjectedPost { cpu: u32, vector: Vector, urg: bool },
+    /// Another CPU changes SN (`System::inject_sn`).
+    InjectedSn {
+        cpu: u32,
+        by: u32,
+        set: bool,
+        recheck_ps: u64,
+    },
+    /// The SN owner's recheck after a clear.
+    InjectedRecheck { cpu: u32, by: u32 },
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -669,6 +689,16 @@ impl System {
             Event::IoapicAssert { pin } => self.on_ioapic_assert(now, pin),
             Event::IoapicDeassert { pin } => self.on_ioapic_deassert(now, pin),
             Event::TaskHoldDone { cpu, generation } => self.on_task_hold_done(now, cpu, generation),
+            Event::InjectedPost { cpu, vector, urg } => {
+                self.on_injected_post(now, cpu, vector, urg)
+            }
+            Event::InjectedSn {
+                cpu,
+                by,
+                set,
+                recheck_ps,
+            } => self.on_injected_sn(now, cpu, by, set, recheck_ps),
+            Event::InjectedRecheck { cpu, by } => self.on_injected_recheck(now, cpu, by),
         }
     }
 
@@ -682,6 +712,9 @@ impl System {
     ) {
         let c = cpu as usize;
         let outcome = self.cpus[c].apic.accept(vector, level);
+        if msi.is_none() && self.is_notification(vector) {
+            self.emit_step(now, cpu, inject::AlgorithmStep::NotificationArrived);
+        }
         if let Some(msi) = msi {
             self.ledger.fabric -= 1;
             match outcome {
@@ -744,6 +777,9 @@ impl System {
         } else {
             c.apic.acknowledge().expect("deliverable() was Some")
         };
+        if self.is_notification(vector) {
+            self.emit_step(now, cpu, inject::AlgorithmStep::Delivered);
+        }
         let c = &mut self.cpus[cpu as usize];
         c.interrupts_taken += 1;
         c.state = CpuState::Entering(vector);
@@ -835,7 +871,17 @@ impl System {
                     .take()
                     .expect("running CPU stepped with no operation in flight")
                 {
-                    OpInFlight::Cpu(op) => self.complete_op(now, cpu, op),
+                    OpInFlight::Cpu(op) => {
+                        let value = self.complete_op(now, cpu, op);
+                        if self.is_notification(vector_of_running(self.cpus[c].state)) {
+                            self.emit_step(
+                                now,
+                                cpu,
+                                inject::AlgorithmStep::Completed { op, value },
+                            );
+                        }
+                        value
+                    }
                     OpInFlight::Ipi(op, value) => {
                         self.complete_ipi_op(now, cpu, op);
                         value
@@ -903,6 +949,17 @@ impl System {
             .as_mut()
             .expect("running CPU has an algorithm")
             .resume(result);
+        if self.observing() {
+            if let CpuState::Running(v) = self.cpus[c].state {
+                if self.is_notification(v) {
+                    let s = match step {
+                        Step::Request(KernelOp::Cpu(op)) => inject::AlgorithmStep::Requested { op },
+                        _ => inject::AlgorithmStep::Returned,
+                    };
+                    self.emit_step(now, cpu, s);
+                }
+            }
+        }
         let cost = match step {
             Step::Done => {
                 self.cpus[c].coroutine = None;

@@ -161,6 +161,16 @@ pub enum SimEvent<'a> {
         /// The agent's new MESI state.
         state: Mesi,
     },
+    /// A step of the posted path on CPU `cpu`, in the order the system applies it
+    /// (see [`super::inject`]).
+    AlgorithmStep {
+        /// When it took effect.
+        t: SimTime,
+        /// The CPU whose descriptor or handler it concerns.
+        cpu: u32,
+        /// What happened.
+        step: super::inject::AlgorithmStep,
+    },
     /// An IOAPIC pin's line or entry changed.
     IoapicPin {
         /// When it changed.

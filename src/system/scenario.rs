@@ -786,6 +786,12 @@ impl Scenario {
     /// Every rule except the variant name, for systems that run a handler given in
     /// code ([`crate::System::with_handler`]), where the scenario's `variant` is unused.
     pub fn validate_system(&self) -> Result<(), ScenarioError> {
+        self.validate_parts(true)
+    }
+
+    /// [`Scenario::validate_system`], optionally without the rule that a scenario
+    /// has at least one load (for systems driven by `System::inject_post`).
+    pub(crate) fn validate_parts(&self, need_load: bool) -> Result<(), ScenarioError> {
         // Counted first, so an oversized list is refused before any per-device check.
         let sources = self.devices.len() + self.nvme.len() + self.nics.len() + self.vmd.len();
         if sources > MAX_MSI_SOURCES {
@@ -819,7 +825,8 @@ impl Scenario {
         self.validate_cpus()?;
         self.validate_iommu()?;
         self.costs.validate()?;
-        if self.devices.is_empty()
+        if need_load
+            && self.devices.is_empty()
             && self.nvme.is_empty()
             && self.nics.is_empty()
             && self.shootdowns.is_empty()
