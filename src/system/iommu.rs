@@ -260,11 +260,12 @@ impl System {
             urg: post.urg,
         };
         let agent = self.iommus[post.unit as usize].agent;
-        let hold = self.cpus[cpu as usize]
-            .pid
-            .cost(agent, &op, &self.costs.pid_line, self.freq);
+        let line = &mut self.cpus[cpu as usize].pid;
+        let hold = line.cost(agent, &op, &self.costs.pid_line, self.freq);
+        // The update waits for a transfer of the line to a CPU already in flight.
+        let start = line.occupy(now, hold);
         self.queue
-            .schedule(now + hold, Priority::IOMMU, Event::LinePostDone { cpu });
+            .schedule(start + hold, Priority::IOMMU, Event::LinePostDone { cpu });
         // The IOMMU owns the line for the length of its atomic update.
         self.emit(SimEvent::PidLineState {
             t: now,
