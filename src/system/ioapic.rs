@@ -625,8 +625,9 @@ impl System {
                     Priority::CPU,
                     Event::TaskHoldDone { cpu, generation },
                 );
+                // Charged when it ends or is preempted, not ahead.
                 self.cpus[c].state = CpuState::Waiting;
-                self.cpus[c].activity_end = now + d;
+                self.cpus[c].activity_end = now;
                 TaskIssued::Parked
             }
             _ => {
@@ -681,7 +682,7 @@ impl System {
         else {
             return;
         };
-        if task.started.as_ps() ^ since.as_ps() != generation || self.cpus[c].softirq.is_some() {
+        if task.started.as_ps() ^ since.as_ps() != generation {
             return;
         }
         self.cpus[c].time.app += now.since(since);
@@ -807,9 +808,9 @@ pub struct IoapicPinReport {
     pub asserted: u64,
     /// Hardirq runs that notified the reader.
     pub handler_runs: u64,
-    /// Times the entry was masked and unmasked.
+    /// Times the entry went from unmasked to masked.
     pub masks: u64,
-    /// Times the entry was unmasked.
+    /// Times the entry went from masked to unmasked.
     pub unmasks: u64,
     /// Fraction of the run the entry was masked.
     pub masked_frac: f64,

@@ -1162,7 +1162,7 @@ pub struct SmmuLoadReport {
     pub workload: SmmuWorkload,
     /// Calling CPUs.
     pub cpus: u32,
-    /// Calls started and returned.
+    /// Calls started.
     pub started: u64,
     /// Calls returned.
     pub completed: u64,
