@@ -250,6 +250,8 @@ impl Observer for RunTrace {
                     CpuActivity::Eoi => "eoi",
                     CpuActivity::Deferred { .. } => "deferred",
                     CpuActivity::CrossCall { .. } => "xcall",
+                    CpuActivity::Smmu { .. } => "smmu",
+                    CpuActivity::Ioapic { .. } => "ioapic",
                 };
                 f.write(format_args!(
                     r#"{{"ph":"X","name":"{}","cat":"{cat}","pid":{cpus},"tid":{cpu},"ts":{:.6},"dur":{:.6}}}"#,

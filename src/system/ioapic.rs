@@ -501,6 +501,9 @@ impl System {
             self.cpus[cpu as usize].ops.eois += 1;
         }
         let d = self.ioapic_op_cost(now, cpu, op);
+        if !matches!(op, IoapicOp::Host(PinHostOp::HandleVector(_))) {
+            self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
+        }
         let c = &mut self.cpus[cpu as usize];
         match op {
             IoapicOp::Host(PinHostOp::Eoi) => c.time.eoi += d,
@@ -641,6 +644,7 @@ impl System {
                 }
                 let d = self.ioapic_op_cost(now, cpu, op);
                 self.cpus[c].time.app += d;
+                self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
                 TaskIssued::Busy(d, 0)
             }
         }
@@ -686,6 +690,15 @@ impl System {
             return;
         }
         self.cpus[c].time.app += now.since(since);
+        let op = IoapicOp::Host(PinHostOp::Hold {
+            ns: now.since(since).as_ps() / 1000,
+        });
+        self.emit_cpu_span(
+            cpu,
+            since,
+            now.since(since),
+            super::CpuActivity::Ioapic { op },
+        );
         self.end_wait(now, cpu, 0);
     }
 
@@ -693,6 +706,10 @@ impl System {
     pub(super) fn break_hold(&mut self, now: SimTime, cpu: u32, ns: u64, since: SimTime) -> TaskOp {
         let done = now.since(since);
         self.cpus[cpu as usize].time.app += done;
+        let op = IoapicOp::Host(PinHostOp::Hold {
+            ns: done.as_ps() / 1000,
+        });
+        self.emit_cpu_span(cpu, since, done, super::CpuActivity::Ioapic { op });
         let left = ns.saturating_sub(done.as_ps() / 1000);
         TaskOp::Ioapic(IoapicOp::Host(PinHostOp::Hold { ns: left }))
     }

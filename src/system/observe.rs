@@ -44,6 +44,17 @@ pub enum CpuActivity {
         /// The operation.
         op: crate::kernel::ipi::IpiOp,
     },
+    /// One operation of an SMMU command-queue call or of a NIC's transmit path (a WFE
+    /// sleep is not a span: the CPU is not busy).
+    Smmu {
+        /// The operation.
+        op: crate::kernel::smmu::SmmuCpuOp,
+    },
+    /// One IOAPIC access or step of a pin's driver flow.
+    Ioapic {
+        /// The operation.
+        op: crate::kernel::ioapic_driver::IoapicOp,
+    },
 }
 
 impl CpuActivity {
@@ -82,6 +93,19 @@ impl CpuActivity {
                     IpiOp::UnlockCsd(i) => format!("csd_unlock #{i}"),
                 }
             }
+            CpuActivity::Smmu { op } => {
+                use crate::kernel::smmu::SmmuCpuOp as S;
+                match op {
+                    S::Tx(tx) => format!("tx {tx:?}"),
+                    S::Load(w) => format!("load {w:?}"),
+                    S::Store { word, .. } => format!("store {word:?}"),
+                    S::Cas { word, .. } => format!("cas {word:?}"),
+                    S::WriteEntry { index, .. } => format!("write slot {index:#x}"),
+                    S::WriteProd(p) => format!("PROD write {p:#x}"),
+                    other => format!("{other:?}"),
+                }
+            }
+            CpuActivity::Ioapic { op } => format!("ioapic {op:?}"),
         }
     }
 }
