@@ -10,9 +10,13 @@
 //!   the number of vectors pending in each PIR.
 //!
 //! Events are streamed to the file as they happen; only those whose time falls in the
-//! window are written, so long runs stay small.
+//! window are written, so long runs stay small. A flow arrow is written only when both
+//! its MSI and the handler serving it are in the window. The runs of one file follow
+//! each other in time (each starts 1 us after the previous one's last event) and
+//! have their own flow ids. Past 100 MB a warning goes to standard error once.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -56,12 +60,27 @@ impl TraceWindow {
     }
 }
 
+/// Size past which writing a trace prints a warning.
+pub const LARGE_TRACE_BYTES: u64 = 100 * 1024 * 1024;
+
+/// Gap between two runs of one file.
+const RUN_GAP: Duration = Duration::from_us(1);
+
+/// An MSI slice lasts this long, or up to the device's next MSI if that is sooner,
+/// so slices of one device never overlap.
+const MSI_SLICE: Duration = Duration::from_ns(1);
+
 struct TraceFile {
     out: BufWriter<File>,
     first: bool,
     events: u64,
+    bytes: u64,
+    warned: bool,
     error: Option<std::io::Error>,
     runs: u32,
+    /// The latest end of anything written, absolute picoseconds.
+    end_ps: u64,
+    buf: String,
 }
 
 impl TraceFile {
@@ -69,14 +88,23 @@ impl TraceFile {
         if self.error.is_some() {
             return;
         }
-        let sep = if self.first { "" } else { ",\n" };
+        use std::fmt::Write as _;
+        self.buf.clear();
+        if !self.first {
+            self.buf.push_str(",\n");
+        }
         self.first = false;
         self.events += 1;
-        if let Err(e) = self
-            .out
-            .write_all(sep.as_bytes())
-            .and_then(|_| self.out.write_fmt(json))
-        {
+        let _ = self.buf.write_fmt(json);
+        self.bytes += self.buf.len() as u64;
+        if self.bytes > LARGE_TRACE_BYTES && !self.warned {
+            self.warned = true;
+            eprintln!(
+                "trace: more than {} MB written so far; --trace-from and --trace-to keep a window",
+                LARGE_TRACE_BYTES >> 20
+            );
+        }
+        if let Err(e) = self.out.write_all(self.buf.as_bytes()) {
             self.error = Some(e);
         }
     }
@@ -101,8 +129,12 @@ impl ChromeTrace {
                 out,
                 first: true,
                 events: 0,
+                bytes: 0,
+                warned: false,
                 error: None,
                 runs: 0,
+                end_ps: 0,
+                buf: String::new(),
             })),
             window,
         })
@@ -112,6 +144,12 @@ impl ChromeTrace {
     pub fn run(&self, name: &str, cpus: u32, devices: &[String]) -> RunTrace {
         let mut f = self.file.borrow_mut();
         let base = 1 + f.runs * 4;
+        let offset = if f.runs == 0 {
+            Duration::ZERO
+        } else {
+            Duration(f.end_ps) + RUN_GAP
+        };
+        let id_base = (f.runs as u64) << 40;
         f.runs += 1;
         let name = json_escape(name);
         for (pid, what) in [
@@ -147,6 +185,10 @@ impl ChromeTrace {
             file: Rc::clone(&self.file),
             window: self.window,
             base,
+            offset,
+            id_base,
+            last_msi: vec![None; devices.len()],
+            flow_starts: BTreeMap::new(),
         }
     }
 
@@ -162,11 +204,44 @@ impl ChromeTrace {
     }
 }
 
-/// The observer of one run in a [`ChromeTrace`].
+/// The observer of one run in a [`ChromeTrace`]. Dropping it writes what it still
+/// holds (the last MSI slice of each device).
 pub struct RunTrace {
     file: Rc<RefCell<TraceFile>>,
     window: TraceWindow,
     base: u32,
+    /// Where this run's time 0 lies in the file.
+    offset: Duration,
+    /// Added to MSI ids to make this run's flow ids.
+    id_base: u64,
+    /// Per device, its last MSI (raised at, id), whose slice is written when the next
+    /// one comes or at the end.
+    last_msi: Vec<Option<(SimTime, u64)>>,
+    /// MSIs raised in the window and not yet served: (raised at, device).
+    flow_starts: BTreeMap<u64, (SimTime, u32)>,
+}
+
+impl RunTrace {
+    fn msi_slice(&self, f: &mut TraceFile, device: u32, raised: SimTime, id: u64, dur: Duration) {
+        let devs = self.base + 1;
+        f.write(format_args!(
+            r#"{{"ph":"X","name":"MSI","cat":"msi","pid":{devs},"tid":{device},"ts":{:.6},"dur":{:.6},"args":{{"msi":{id}}}}}"#,
+            us(raised + self.offset),
+            dur_us(dur),
+        ));
+    }
+}
+
+impl Drop for RunTrace {
+    fn drop(&mut self) {
+        let file = Rc::clone(&self.file);
+        let mut f = file.borrow_mut();
+        for d in 0..self.last_msi.len() {
+            if let Some((t, id)) = self.last_msi[d].take() {
+                self.msi_slice(&mut f, d as u32, t, id, MSI_SLICE);
+            }
+        }
+    }
 }
 
 fn us(t: SimTime) -> f64 {
@@ -213,27 +288,38 @@ impl Observer for RunTrace {
             return;
         }
         let (cpus, devs, iommu, lines) = (self.base, self.base + 1, self.base + 2, self.base + 3);
-        let mut f = self.file.borrow_mut();
+        let off = self.offset;
+        let file = Rc::clone(&self.file);
+        let mut f = file.borrow_mut();
+        f.end_ps = f.end_ps.max((start + off).0.saturating_add(dur.0));
+        let _ = devs;
         match *event {
             SimEvent::MsiRaised { t, device, msi } => {
-                // A 1 ns slice to anchor the flow arrow to the handler that serves it.
-                f.write(format_args!(
-                    r#"{{"ph":"X","name":"MSI","cat":"msi","pid":{devs},"tid":{device},"ts":{:.6},"dur":0.001,"args":{{"msi":{}}}}}"#,
-                    us(t),
-                    msi.id
-                ));
-                f.write(format_args!(
-                    r#"{{"ph":"s","name":"msi","cat":"msi","id":{},"pid":{devs},"tid":{device},"ts":{:.6}}}"#,
-                    msi.id,
-                    us(t)
-                ));
+                // A short slice anchors the flow arrow to the handler that serves it.
+                let d = device as usize;
+                if d >= self.last_msi.len() {
+                    self.last_msi.resize(d + 1, None);
+                }
+                if let Some((prev, id)) = self.last_msi[d].replace((t, msi.id)) {
+                    let dur = MSI_SLICE.min(t.since(prev));
+                    self.msi_slice(&mut f, device, prev, id, dur);
+                }
+                self.flow_starts.insert(msi.id, (t, device));
             }
             SimEvent::HandlerServes { t, cpu, msis, .. } => {
                 for m in msis {
+                    // Both ends or neither: an MSI raised before the window has none.
+                    let Some((raised, device)) = self.flow_starts.remove(&m.id) else {
+                        continue;
+                    };
+                    let id = self.id_base + m.id;
                     f.write(format_args!(
-                        r#"{{"ph":"f","bp":"e","name":"msi","cat":"msi","id":{},"pid":{cpus},"tid":{cpu},"ts":{:.6}}}"#,
-                        m.id,
-                        us(t)
+                        r#"{{"ph":"s","name":"msi","cat":"msi","id":{id},"pid":{devs},"tid":{device},"ts":{:.6}}}"#,
+                        us(raised + off)
+                    ));
+                    f.write(format_args!(
+                        r#"{{"ph":"f","bp":"e","name":"msi","cat":"msi","id":{id},"pid":{cpus},"tid":{cpu},"ts":{:.6}}}"#,
+                        us(t + off)
                     ));
                 }
             }
@@ -256,7 +342,7 @@ impl Observer for RunTrace {
                 f.write(format_args!(
                     r#"{{"ph":"X","name":"{}","cat":"{cat}","pid":{cpus},"tid":{cpu},"ts":{:.6},"dur":{:.6}}}"#,
                     activity.name(),
-                    us(start),
+                    us(start + off),
                     dur_us(dur)
                 ));
             }
@@ -285,23 +371,24 @@ impl Observer for RunTrace {
                 };
                 f.write(format_args!(
                     r#"{{"ph":"X","name":"{name}","cat":"iommu","pid":{iommu},"tid":0,"ts":{:.6},"dur":{:.6},"args":{{"msi":{}}}}}"#,
-                    us(start),
+                    us(start + off),
                     dur_us(dur),
                     msi.id
                 ));
             }
             SimEvent::MsiDropped { t, msi, reason } => {
+                self.flow_starts.remove(&msi.id);
                 f.write(format_args!(
                     r#"{{"ph":"i","s":"t","name":"dropped: {}","cat":"fault","pid":{iommu},"tid":0,"ts":{:.6},"args":{{"msi":{}}}}}"#,
                     json_escape(reason),
-                    us(t),
+                    us(t + off),
                     msi.id
                 ));
             }
             SimEvent::NotificationSent { t, cpu, vector } => {
                 f.write(format_args!(
                     r#"{{"ph":"i","s":"t","name":"notify {vector} -> cpu{cpu}","cat":"notification","pid":{iommu},"tid":0,"ts":{:.6}}}"#,
-                    us(t)
+                    us(t + off)
                 ));
             }
             SimEvent::PidLineState {
@@ -313,7 +400,7 @@ impl Observer for RunTrace {
                 let agent = agent.map_or_else(|| "iommu".to_string(), |c| format!("cpu{c}"));
                 f.write(format_args!(
                     r#"{{"ph":"C","name":"PID cpu{line} {agent} (M3 E2 S1 I0)","pid":{lines},"ts":{:.6},"args":{{"state":{}}}}}"#,
-                    us(t),
+                    us(t + off),
                     mesi_value(state)
                 ));
             }
@@ -322,7 +409,7 @@ impl Observer for RunTrace {
             SimEvent::IoapicPin { t, pin, change } => {
                 f.write(format_args!(
                     r#"{{"ph":"i","s":"t","name":"ioapic pin {pin} {change:?}","cat":"ioapic","pid":{iommu},"tid":2,"ts":{:.6}}}"#,
-                    us(t)
+                    us(t + off)
                 ));
             }
             SimEvent::SmmuConsumed { t, index, command } => {
@@ -330,13 +417,13 @@ impl Observer for RunTrace {
                 f.write(format_args!(
                     r#"{{"ph":"i","s":"t","name":"smmu: {}","cat":"smmu","pid":{iommu},"tid":1,"ts":{:.6},"args":{{"slot":{index}}}}}"#,
                     json_escape(&name),
-                    us(t)
+                    us(t + off)
                 ));
             }
             SimEvent::PirPopulation { t, cpu, pending } => {
                 f.write(format_args!(
                     r#"{{"ph":"C","name":"PIR pending cpu{cpu}","pid":{lines},"ts":{:.6},"args":{{"vectors":{pending}}}}}"#,
-                    us(t)
+                    us(t + off)
                 ));
             }
         }
