@@ -182,6 +182,9 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
         ..Config::default()
     };
     let mut out = ExperimentOutput::new("ipi-cluster", ctx.seed, &rows(&config));
+    out.notes.push(
+        "set: \"socket1\" targets every logical CPU of socket 1; \"sweep\" the first N CPUs of socket 1".into(),
+    );
     out.notes.push(format!(
         "2 sockets x 20 cores x 2 threads; sender CPU {}; targets: CPUs of socket 1 in \
          Linux order (first threads, then second threads); x2APIC IDs 0x40-0x67 form \

@@ -65,7 +65,15 @@ impl ExperimentOutput {
             return format!("{}: no rows\n", self.experiment);
         };
         let keys: Vec<String> = first.keys().cloned().collect();
-        let mut t = Table::new(keys.clone());
+        // Headers carry the unit their name implies; the JSON keys stay bare.
+        let headers: Vec<String> = keys
+            .iter()
+            .map(|k| match crate::plot::units::unit_of(k) {
+                Some(u) => format!("{k} ({u})"),
+                None => k.clone(),
+            })
+            .collect();
+        let mut t = Table::new(headers);
         for r in &self.rows {
             t.row(keys.iter().map(|k| format_cell(&r[k])));
         }
@@ -84,18 +92,34 @@ fn format_cell(v: &serde_json::Value) -> String {
         serde_json::Value::Number(n) => match n.as_f64() {
             Some(f) if n.is_f64() => {
                 if f.abs() >= 100.0 {
-                    format!("{f:.0}")
+                    group_digits(&format!("{f:.0}"))
                 } else if f.abs() >= 1.0 {
                     format!("{f:.2}")
                 } else {
                     format!("{f:.3}")
                 }
             }
-            _ => n.to_string(),
+            _ => group_digits(&n.to_string()),
         },
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// `1234567` as `1,234,567` (numbers below 10,000 stay as they are).
+fn group_digits(s: &str) -> String {
+    let (sign, digits) = s.strip_prefix('-').map_or(("", s), |d| ("-", d));
+    if digits.len() < 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
 }
 
 /// One `--set FIELD=VALUE`: a scenario field path and its new value.
@@ -365,3 +389,25 @@ pub fn find(name: &str) -> Option<&'static ExperimentInfo> {
 
 /// The default seed of experiments.
 pub const DEFAULT_SEED: u64 = 1;
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    #[test]
+    fn headers_carry_units_and_large_numbers_are_grouped() {
+        assert_eq!(group_digits("1991000"), "1,991,000");
+        assert_eq!(group_digits("-12345"), "-12,345");
+        assert_eq!(group_digits("9999"), "9999");
+        assert_eq!(group_digits("12.5"), "12.5");
+        let rows = vec![
+            serde_json::json!({"rate_mps": 2.5, "iops": 1991000.0, "tx_gbps": 31.05, "mode": "posted"}),
+        ];
+        let out = ExperimentOutput::new("t", 1, &rows);
+        let table = out.to_table();
+        for h in ["rate_mps (M/s)", "iops (IO/s)", "tx_gbps (Gbit/s)", "mode"] {
+            assert!(table.contains(h), "{h} in\n{table}");
+        }
+        assert!(table.contains("1,991,000"), "{table}");
+    }
+}

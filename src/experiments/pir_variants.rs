@@ -31,6 +31,7 @@ pub const VARIANTS: &[&str] = &[
     "interleaved",
     "per-word-dispatch",
     "no-final-recheck",
+    "xchg-word0",
     "kvm-clear-on-first",
     "remapped",
 ];
@@ -195,6 +196,10 @@ fn notes(out: &mut ExperimentOutput) {
             ));
         }
     }
+    out.notes.push(
+        "xchg-word0 harvests PIR word 0 only: the DSA vectors here (0x21, 0x22) are in that word, so it runs like copy-then-xchg; it strands vectors from 0x40 up (irqsim explore --variant xchg-word0)"
+            .into(),
+    );
     out.notes.push(format!(
         "seed 000 setup: DSA memfill {TRANSFER_BYTES} B, WQs of {WQ_DEPTH} kept full by the handler's resubmissions, interrupts on CPU 0, platform {PLATFORM}; first {RAMP_US} us left out"
     ));

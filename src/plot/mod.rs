@@ -8,7 +8,7 @@
 
 mod experiments;
 mod sweep;
-mod units;
+pub(crate) mod units;
 
 use std::ops::Range;
 use std::path::Path;

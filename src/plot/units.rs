@@ -12,6 +12,10 @@ pub fn unit_of(name: &str) -> Option<&'static str> {
         "interrupts_taken" => "interrupts",
         "events" => "events",
         "duration_us" => "µs",
+        // Network throughput is in bits; DSA's and PCIe's bandwidths are in bytes.
+        "tx_gbps" | "wire_gbps" | "line_gbps" => "Gbit/s",
+        _ if last == "iops" || ends("_iops") => "IO/s",
+        _ if ends("gbytes_per_s") => "GB/s",
         _ if ends("_per_s") => "1/s",
         _ if ends("_mps") => "M/s",
         _ if ends("_ns") => "ns",
