@@ -308,19 +308,24 @@ pub struct DriverRun {
     pub delivered: Vec<(u8, InterruptMessage)>,
 }
 
-/// An IOAPIC (id 0, 24 pins) with `pin` programmed the way Linux sets up a legacy
-/// edge interrupt: fixed delivery, physical destination APIC 0, active high, unmasked.
-/// Returns the chip and the entry written.
-pub fn ioapic_with_edge_pin(vector: Vector, pin: u8) -> (Ioapic, RedirectionEntry) {
-    let entry = RedirectionEntry::new(
+/// The entry Linux programs for a legacy edge interrupt of `vector` at APIC `dest`:
+/// fixed delivery, physical destination, active high, unmasked.
+pub fn linux_edge_entry(vector: Vector, dest: u8) -> RedirectionEntry {
+    RedirectionEntry::new(
         vector,
         DeliveryMode::Fixed,
         DestMode::Physical,
         TriggerMode::Edge,
         Polarity::ActiveHigh,
         false,
-        0,
-    );
+        dest,
+    )
+}
+
+/// An IOAPIC (id 0, 24 pins) with `pin` programmed with [`linux_edge_entry`] at APIC
+/// 0. Returns the chip and the entry written.
+pub fn ioapic_with_edge_pin(vector: Vector, pin: u8) -> (Ioapic, RedirectionEntry) {
+    let entry = linux_edge_entry(vector, 0);
     let mut io = Ioapic::new(0, 24).expect("24 pins");
     let _ = io.write_entry(pin, entry).expect("pin exists");
     (io, entry)

@@ -24,9 +24,7 @@
 
 use std::rc::Rc;
 
-use apic_sim::{
-    DeliveryMode, DestMode, IoapicAccess, PinOutcome, Polarity, RedirectionEntry, TriggerMode,
-};
+use apic_sim::{IoapicAccess, PinOutcome};
 use devices::ArrivalProcess;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -39,7 +37,8 @@ use super::task::TaskIssued;
 use super::{Event, SimEvent, System};
 use crate::engine::{Coroutine, Priority, RngStreams};
 use crate::kernel::ioapic_driver::{
-    perform, uio_user_thread, IoapicChipData, IoapicOp, IoapicPort, PinHostOp, RteDriver,
+    linux_edge_entry, perform, uio_user_thread, IoapicChipData, IoapicOp, IoapicPort, PinHostOp,
+    RteDriver,
 };
 
 /// Number of IOAPIC inputs (an IOAPIC with 24 redirection entries).
@@ -291,15 +290,7 @@ impl System {
                     "a CPU whose APIC ID is below 256 (a compatibility-format entry has an 8-bit destination)",
                 )
             })?;
-            let entry = RedirectionEntry::new(
-                vector,
-                DeliveryMode::Fixed,
-                DestMode::Physical,
-                TriggerMode::Edge,
-                Polarity::ActiveHigh,
-                false,
-                dest,
-            );
+            let entry = linux_edge_entry(vector, dest);
             let _ = io
                 .write_entry(p.pin, entry)
                 .map_err(|e| ScenarioError::invalid_from(&format!("{f}.pin"), e))?;
