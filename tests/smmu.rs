@@ -511,6 +511,13 @@ fn transmit_scenario_errors_name_the_field() {
     size.transmit[0].datagram_bytes = 70_000;
     let e = System::new(&size).err().unwrap().to_string();
     assert!(e.contains("transmit[0].datagram_bytes"), "{e}");
+    let mut shared = transmit(32, None, 100.0);
+    shared.cpus.count = 64;
+    let e = System::new(&shared).err().unwrap().to_string();
+    assert!(
+        e.contains("transmit[0].threads") && e.contains("share CPU"),
+        "{e}"
+    );
     let mut rx = transmit(1, None, 100.0);
     rx.nics[0].rx = Some(devices::ArrivalSpec::Poisson { rate_per_s: 1e3 });
     let e = System::new(&rx).err().unwrap().to_string();

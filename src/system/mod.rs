@@ -517,7 +517,7 @@ impl System {
             sc,
             |nic, q| io.nics[nic as usize].queues[q as usize].cpu,
             |nic| io.nics[nic as usize].queues.len() as u16,
-        );
+        )?;
         let queue = EventQueue::with_capacity(1024);
         let costs_for_timing = costs.clone();
         let mut system = System {

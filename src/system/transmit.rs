@@ -323,11 +323,19 @@ pub(super) struct Transmit {
 impl Transmit {
     /// Builds the loads; `queue_cpu(nic, queue)` is the CPU a queue's interrupt goes
     /// to and `queues(nic)` a NIC's queue count.
+    /// Errors when two threads would share a CPU (a CPU has one thread slot), or a
+    /// thread would share one with an SMMU load.
     pub(super) fn new(
         sc: &Scenario,
         queue_cpu: impl Fn(u16, u16) -> u32,
         queues: impl Fn(u16) -> u16,
-    ) -> Transmit {
+    ) -> Result<Transmit, ScenarioError> {
+        let mut taken: std::collections::BTreeMap<u32, String> = sc
+            .smmu_loads
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| l.cpus.iter().map(move |&c| (c, format!("smmu_loads[{i}]"))))
+            .collect();
         let mut t = Transmit {
             pending_cleans: vec![VecDeque::new(); sc.cpus.count as usize],
             next_iova: 1,
@@ -336,24 +344,34 @@ impl Transmit {
         for (i, c) in sc.transmit.iter().enumerate() {
             let nic = c.nic as u16;
             let n = queues(nic).max(1);
-            let threads = (0..c.threads)
-                .map(|th| {
-                    let queue = (th % n as u32) as u16;
-                    t.queues.entry((nic, queue)).or_default();
-                    TxThread {
-                        cpu: c
-                            .cpus
-                            .get(th as usize)
-                            .copied()
-                            .unwrap_or_else(|| queue_cpu(nic, queue)),
-                        queue,
-                        in_flight: 0,
-                        blocked_since: None,
-                        blocked_ns: 0.0,
-                        datagrams: 0,
-                    }
-                })
-                .collect();
+            let mut threads = Vec::with_capacity(c.threads as usize);
+            for th in 0..c.threads {
+                let queue = (th % n as u32) as u16;
+                t.queues.entry((nic, queue)).or_default();
+                let cpu = c
+                    .cpus
+                    .get(th as usize)
+                    .copied()
+                    .unwrap_or_else(|| queue_cpu(nic, queue));
+                let me = format!("transmit[{i}] thread {th}");
+                if let Some(other) = taken.insert(cpu, me) {
+                    return Err(ScenarioError::invalid(
+                        format!("transmit[{i}].threads"),
+                        c.threads,
+                        format!(
+                            "threads on CPUs of their own: thread {th} would share CPU {cpu} with {other} (give `cpus`, or at most one thread per queue)"
+                        ),
+                    ));
+                }
+                threads.push(TxThread {
+                    cpu,
+                    queue,
+                    in_flight: 0,
+                    blocked_since: None,
+                    blocked_ns: 0.0,
+                    datagrams: 0,
+                });
+            }
             t.wire_free.insert(nic, SimTime::ZERO);
             t.line_gbps.insert(nic, c.line_gbps);
             t.loads.push(TxLoad {
@@ -378,7 +396,7 @@ impl Transmit {
                 asid: c.asid,
             });
         }
-        t
+        Ok(t)
     }
 
     /// Whether NIC queue (nic, queue) carries a transmit load.
@@ -399,16 +417,12 @@ impl System {
         }
         for (load, thread, cpu, flow) in starts {
             let co = Coroutine::new(move |port| udp_send_thread(SmmuCpuPort::new(port), flow));
-            // Several threads on one CPU would share its thread slot; validation
-            // gives each its own CPU when CPUs are named, and queue CPUs are distinct
-            // per queue, so a second thread of a CPU waits for the first to stop.
-            if self.cpus[cpu as usize].task.is_none() {
-                self.cpus[cpu as usize].task = Some(Task::new(
-                    TaskCo::Smmu(co),
-                    TaskKind::TxThread { load, thread },
-                    now,
-                ));
-            }
+            // Building checked that every thread has a CPU of its own.
+            self.cpus[cpu as usize].task = Some(Task::new(
+                TaskCo::Smmu(co),
+                TaskKind::TxThread { load, thread },
+                now,
+            ));
             self.try_take_interrupt(now, cpu);
         }
     }
@@ -671,12 +685,6 @@ impl System {
             TxOp::Work(_) | TxOp::WaitSndbuf { .. } | TxOp::PostPacket { .. } => 0,
         }
     }
-
-    /// A sending thread stopped (its datagram limit).
-    pub(super) fn tx_thread_done(&mut self, _load: u16, _thread: u16) {}
-
-    /// A clean poll returned.
-    pub(super) fn tx_clean_done(&mut self, _nic: u16, _queue: u16) {}
 
     /// The transmit loads in a report.
     pub(super) fn transmit_report(&self) -> Vec<TransmitReport> {
