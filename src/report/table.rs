@@ -148,6 +148,17 @@ pub fn render_report(r: &Report) -> String {
         );
     }
     for q in &r.io.nics {
+        if q.rx_packets == 0 && q.tx_sent > 0 {
+            let _ = writeln!(
+                s,
+                "NIC {} q{} (cpu {}): {} packets sent, {} interrupts",
+                q.name, q.queue, q.cpu, q.tx_sent, q.interrupts
+            );
+            continue;
+        }
+        if q.rx_packets == 0 && q.interrupts == 0 {
+            continue;
+        }
         let _ = writeln!(
             s,
             "NIC {} q{} (cpu {}): {} packets, {} dropped (ring full), {:.3} interrupts/packet, latency (us) p50 {:.1} p99 {:.1}",
@@ -170,6 +181,41 @@ pub fn render_report(r: &Report) -> String {
                 l.latency_ns.max / 1e3
             );
         }
+    }
+    for p in &r.ioapic {
+        let _ = writeln!(
+            s,
+            "IOAPIC pin {} {} ({}, cpu {}): {} asserted, {} handler runs, masked {:.1} % of the time",
+            p.pin,
+            p.name,
+            p.driver,
+            p.cpu,
+            p.asserted,
+            p.handler_runs,
+            p.masked_frac * 100.0
+        );
+    }
+    if let Some(m) = r.smmu.as_ref().filter(|m| m.cmdq.consumed > 0) {
+        let c = &m.call_latency_ns;
+        let _ = writeln!(
+            s,
+            "SMMU ({}): {} CMD_SYNCs, {} commands; issue_cmdlist (ns) p50 {:.0} p99 {:.0}",
+            m.poll_mode, m.cmdq.sync, m.cmdq.consumed, c.p50, c.p99
+        );
+        for l in &m.loads {
+            let _ = writeln!(
+                s,
+                "SMMU load {} ({} CPUs): {} calls, latency (ns) p50 {:.0} p99 {:.0}",
+                l.name, l.cpus, l.completed, l.latency_ns.p50, l.latency_ns.p99
+            );
+        }
+    }
+    for t in &r.transmit {
+        let _ = writeln!(
+            s,
+            "transmit {} ({} threads, {} B datagrams): {:.2} Gbit/s, {} packets posted",
+            t.name, t.threads, t.datagram_bytes, t.tx_gbps, t.packets_posted
+        );
     }
     let mut t = Table::new([
         "cpu",
