@@ -139,7 +139,6 @@ fn runs_of_one_file_follow_each_other_with_their_own_flow_ids() {
     sc.duration_us = 50.0;
     let path = std::env::temp_dir().join(format!("irqsim-trace-{}-two.json", std::process::id()));
     let trace = ChromeTrace::create(&path, TraceWindow::ALL).unwrap();
-    let mut pids = Vec::new();
     for name in ["first", "second"] {
         let mut sys = System::new(&sc).unwrap();
         sys.set_observer(Box::new(trace.run(
@@ -149,7 +148,6 @@ fn runs_of_one_file_follow_each_other_with_their_own_flow_ids() {
         )));
         sys.run_to_end();
         drop(sys.take_observer());
-        pids.push(pids.len() as u64 * 4 + 1);
     }
     trace.finish().unwrap();
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -177,7 +175,6 @@ fn runs_of_one_file_follow_each_other_with_their_own_flow_ids() {
     };
     assert!(!flow_ids(0).is_empty());
     assert!(flow_ids(0).is_disjoint(&flow_ids(1)));
-    assert_eq!(pids.len(), 2);
 }
 
 #[test]

@@ -78,6 +78,17 @@ pub enum Step<Req> {
     Done,
 }
 
+impl<Req> Step<Req> {
+    /// The same step with its request wrapped by `f` (a driver running algorithms of
+    /// several interfaces names their operations in one type).
+    pub fn map<T>(self, f: impl FnOnce(Req) -> T) -> Step<T> {
+        match self {
+            Step::Request(r) => Step::Request(f(r)),
+            Step::Done => Step::Done,
+        }
+    }
+}
+
 type BoxedAlgorithm = Pin<Box<dyn Future<Output = ()>>>;
 
 /// A running instance of an algorithm.

@@ -69,18 +69,9 @@ impl Algorithm {
     /// Resumes the algorithm with the result of its last operation.
     pub fn resume(&mut self, result: Option<u64>) -> Step<KernelOp> {
         match self {
-            Algorithm::Irq(co) => match co.resume(result) {
-                Step::Request(op) => Step::Request(KernelOp::Cpu(op)),
-                Step::Done => Step::Done,
-            },
-            Algorithm::CrossCall(co) => match co.resume(result) {
-                Step::Request(op) => Step::Request(KernelOp::Ipi(op)),
-                Step::Done => Step::Done,
-            },
-            Algorithm::Ioapic(co) => match co.resume(result.map(|v| v as u32)) {
-                Step::Request(op) => Step::Request(KernelOp::Ioapic(op)),
-                Step::Done => Step::Done,
-            },
+            Algorithm::Irq(co) => co.resume(result).map(KernelOp::Cpu),
+            Algorithm::CrossCall(co) => co.resume(result).map(KernelOp::Ipi),
+            Algorithm::Ioapic(co) => co.resume(result.map(|v| v as u32)).map(KernelOp::Ioapic),
         }
     }
 }
@@ -124,18 +115,9 @@ impl TaskCo {
     /// Resumes the algorithm with the result of its last operation.
     pub fn resume(&mut self, result: Option<u64>) -> Step<TaskOp> {
         match self {
-            TaskCo::CrossCall(co) => match co.resume(result) {
-                Step::Request(op) => Step::Request(TaskOp::Ipi(op)),
-                Step::Done => Step::Done,
-            },
-            TaskCo::Smmu(co) => match co.resume(result) {
-                Step::Request(op) => Step::Request(TaskOp::Smmu(op)),
-                Step::Done => Step::Done,
-            },
-            TaskCo::Ioapic(co) => match co.resume(result.map(|v| v as u32)) {
-                Step::Request(op) => Step::Request(TaskOp::Ioapic(op)),
-                Step::Done => Step::Done,
-            },
+            TaskCo::CrossCall(co) => co.resume(result).map(TaskOp::Ipi),
+            TaskCo::Smmu(co) => co.resume(result).map(TaskOp::Smmu),
+            TaskCo::Ioapic(co) => co.resume(result.map(|v| v as u32)).map(TaskOp::Ioapic),
         }
     }
 }

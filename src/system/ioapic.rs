@@ -465,7 +465,9 @@ impl System {
 
     /// The CPU time of an IOAPIC access or flow step, at issue (zero for the steps
     /// that park a thread: a read with nothing to read, preemptible user work).
-    fn ioapic_op_cost(&mut self, now: SimTime, cpu: u32, op: IoapicOp) -> Duration {
+    /// The EOI and the irq flow are the CPU's own operations (`CpuOp::Eoi`,
+    /// `CpuOp::HandleVector`), issued and applied where every handler's are.
+    fn ioapic_op_cost(&self, op: IoapicOp) -> Duration {
         let k = self.costs.ioapic;
         let f = self.freq;
         match op {
@@ -473,9 +475,8 @@ impl System {
             IoapicOp::ReadWindow => Duration::from_ns_f64(k.window_read_ns),
             IoapicOp::WriteWindow(_) => Duration::from_ns_f64(k.window_write_ns),
             IoapicOp::Host(h) => match h {
-                PinHostOp::Eoi => f.cycles(self.costs.apic.wrmsr_eoi_cycles as u64),
-                PinHostOp::HandleVector(v) => {
-                    self.start_op(now, cpu, crate::kernel::CpuOp::HandleVector(v))
+                PinHostOp::Eoi | PinHostOp::HandleVector(_) => {
+                    unreachable!("{h:?} runs as the CPU's own operation")
                 }
                 PinHostOp::Notify => f.cycles_f64(k.notify_cycles),
                 PinHostOp::SyscallEntry => f.cycles_f64(k.syscall_entry_cycles),
@@ -487,26 +488,22 @@ impl System {
 
     /// Issues a hardirq's IOAPIC operation; returns its cost.
     pub(super) fn start_irq_ioapic_op(&mut self, now: SimTime, cpu: u32, op: IoapicOp) -> Duration {
-        if op == IoapicOp::Host(PinHostOp::Eoi) {
-            let _ = self.cpus[cpu as usize].apic.eoi();
-            self.cpus[cpu as usize].ops.eois += 1;
+        if let Some(cpu_op) = cpu_op_of(op) {
+            self.cpus[cpu as usize].ops.count(cpu_op);
+            return self.start_op(now, cpu, cpu_op);
         }
-        let d = self.ioapic_op_cost(now, cpu, op);
-        if !matches!(op, IoapicOp::Host(PinHostOp::HandleVector(_))) {
-            self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
-        }
-        let c = &mut self.cpus[cpu as usize];
-        match op {
-            IoapicOp::Host(PinHostOp::Eoi) => c.time.eoi += d,
-            IoapicOp::Host(PinHostOp::HandleVector(_)) => {}
-            _ => c.time.handlers += d,
-        }
+        let d = self.ioapic_op_cost(op);
+        self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
+        self.cpus[cpu as usize].time.handlers += d;
         d
     }
 
     /// Applies an IOAPIC operation (hardirq or thread) when it completes; returns the
     /// value read.
     pub(super) fn complete_ioapic_op(&mut self, now: SimTime, cpu: u32, op: IoapicOp) -> u64 {
+        if let Some(cpu_op) = cpu_op_of(op) {
+            return self.complete_op(now, cpu, cpu_op);
+        }
         match op {
             IoapicOp::Host(PinHostOp::Notify) => {
                 let pin = self.pin_of_cpu_irq(cpu);
@@ -575,7 +572,7 @@ impl System {
     fn reader_of(&self, cpu: u32) -> u16 {
         match self.cpus[cpu as usize].task.as_ref().map(|t| t.kind) {
             Some(TaskKind::IoapicThread(p)) => p,
-            _ => u16::MAX,
+            other => unreachable!("a UIO read from task {other:?}"),
         }
     }
 
@@ -633,7 +630,7 @@ impl System {
                     }
                     _ => {}
                 }
-                let d = self.ioapic_op_cost(now, cpu, op);
+                let d = self.ioapic_op_cost(op);
                 self.cpus[c].time.app += d;
                 self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
                 TaskIssued::Busy(d, 0)
@@ -781,6 +778,15 @@ impl System {
                 }
             })
             .collect()
+    }
+}
+
+/// The CPU's own operation a flow step is, if it is one.
+fn cpu_op_of(op: IoapicOp) -> Option<crate::kernel::CpuOp> {
+    match op {
+        IoapicOp::Host(PinHostOp::Eoi) => Some(crate::kernel::CpuOp::Eoi),
+        IoapicOp::Host(PinHostOp::HandleVector(v)) => Some(crate::kernel::CpuOp::HandleVector(v)),
+        _ => None,
     }
 }
 

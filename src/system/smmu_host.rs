@@ -382,7 +382,6 @@ pub(super) struct SmmuHost {
     /// Per CPU, the loads (and the CPU's index in each) it calls for.
     called_by: Vec<Vec<(u16, u16)>>,
     counters: SmmuHostCounters,
-    consuming: bool,
     /// Per CPU, when its current `issue_cmdlist` masked interrupts.
     call_start: Vec<Option<SimTime>>,
     /// Every `issue_cmdlist` call by any task (loads and transmit paths), from
@@ -481,7 +480,6 @@ impl SmmuHost {
             loads,
             called_by,
             counters: SmmuHostCounters::default(),
-            consuming: false,
             call_start: vec![None; sc.cpus.count as usize],
             calls: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
                 .expect("static histogram bounds are valid"),
@@ -838,8 +836,8 @@ impl System {
                 return None;
             }
         }
-        let owner_flag = matches!(op, SmmuCpuOp::FetchAndNotProd { .. });
-        if owner_flag {
+        // Only the owner clears OWNED.
+        if matches!(op, SmmuCpuOp::FetchAndNotProd { .. }) {
             self.host().counters.owners += 1;
         }
         Some(match op {
@@ -985,7 +983,7 @@ impl System {
 
     fn smmu_try_consume(&mut self, now: SimTime) {
         let arm = self.arm.as_mut().expect("arm");
-        if arm.host.consuming || arm.smmu.cmdq.is_busy() {
+        if arm.smmu.cmdq.is_busy() {
             return;
         }
         let cons = arm.smmu.cmdq.cons();
@@ -996,7 +994,6 @@ impl System {
             let _ = arm.host.lines[l]
                 .line
                 .perform(agent, LineOp::Load { word: w });
-            arm.host.consuming = true;
             self.queue
                 .schedule(start.done_at, Priority::IOMMU, Event::SmmuConsumeDone);
         }
@@ -1005,7 +1002,6 @@ impl System {
     /// The command in flight is consumed.
     pub(super) fn on_smmu_consume_done(&mut self, now: SimTime) {
         let arm = self.arm.as_mut().expect("arm");
-        arm.host.consuming = false;
         let Ok(out) = arm.smmu.complete_consume(now) else {
             return;
         };

@@ -101,9 +101,8 @@ impl System {
             return false;
         }
         let task = self.active_task(cpu).expect("checked above");
-        if let Some((op, since)) = task.wait {
+        if task.wait.is_some() {
             // A thread still blocked (its softirq ran meanwhile): park again.
-            let _ = (op, since);
             self.cpus[c].state = CpuState::Waiting;
             self.cpus[c].activity_end = now;
             return true;
