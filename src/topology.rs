@@ -367,12 +367,26 @@ pub struct InterconnectCosts {
     /// 108-136 ns across sockets (Ice Lake, Cascade Lake), a difference of 57-92 ns;
     /// 75 ns is its middle.
     pub ipi_cross_socket_extra_ns: f64,
+    /// From an ICR write's message leaving the sender's APIC until that APIC takes
+    /// the next write, when every destination is on the sender's socket: the hand-off
+    /// of the message to the interrupt fabric and its acknowledgement (Suresh Siddha,
+    /// seed 003: the ICR writes are "serialized (at least the sending part)"). ns.
+    /// Default 50. Assumption: no published figure (COST-SOURCES.md); one on-die
+    /// request and acknowledgement, the 44-51 ns one-way core-to-core CAS of
+    /// COST-SOURCES.md.
+    pub icr_accept_same_socket_ns: f64,
+    /// The same when a destination is on another socket: the acknowledgement crosses
+    /// the socket link. ns. Default 120. Assumption: COST-SOURCES.md's 108-136 ns
+    /// cross-socket one-way CAS.
+    pub icr_accept_cross_socket_ns: f64,
 }
 
 impl Default for InterconnectCosts {
     fn default() -> Self {
         InterconnectCosts {
             ipi_cross_socket_extra_ns: 75.0,
+            icr_accept_same_socket_ns: 50.0,
+            icr_accept_cross_socket_ns: 120.0,
         }
     }
 }
@@ -380,10 +394,20 @@ impl Default for InterconnectCosts {
 impl InterconnectCosts {
     /// Checks that every field is a finite number >= 0 (1e12 at most).
     pub fn validate(&self) -> Result<(), TopologyError> {
-        for (field, v) in [(
-            "interconnect.ipi_cross_socket_extra_ns",
-            self.ipi_cross_socket_extra_ns,
-        )] {
+        for (field, v) in [
+            (
+                "interconnect.ipi_cross_socket_extra_ns",
+                self.ipi_cross_socket_extra_ns,
+            ),
+            (
+                "interconnect.icr_accept_same_socket_ns",
+                self.icr_accept_same_socket_ns,
+            ),
+            (
+                "interconnect.icr_accept_cross_socket_ns",
+                self.icr_accept_cross_socket_ns,
+            ),
+        ] {
             if !(v.is_finite() && (0.0..=1e12).contains(&v)) {
                 return Err(TopologyError::InvalidConfig {
                     field,
@@ -405,6 +429,18 @@ impl InterconnectCosts {
             Distance::SameCpu | Distance::SmtSibling | Distance::SameSocket => 0.0,
         };
         Duration::from_ns_f64(apic.ipi_latency_ns + extra)
+    }
+
+    /// How long the sender's APIC is busy with a message to a destination this far
+    /// away after it leaves ([`icr_accept_same_socket_ns`](Self::icr_accept_same_socket_ns)
+    /// or [`icr_accept_cross_socket_ns`](Self::icr_accept_cross_socket_ns)).
+    pub fn icr_accept(&self, distance: Distance) -> Duration {
+        Duration::from_ns_f64(match distance {
+            Distance::CrossSocket => self.icr_accept_cross_socket_ns,
+            Distance::SameCpu | Distance::SmtSibling | Distance::SameSocket => {
+                self.icr_accept_same_socket_ns
+            }
+        })
     }
 }
 

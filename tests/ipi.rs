@@ -226,6 +226,7 @@ fn under_load(mode: DeliveryMode, rate: f64) -> Scenario {
             target_socket: None,
             arrival: ArrivalProcess::Poisson { rate_per_s: 50e3 },
             ipi_mode: IpiMode::Cluster,
+            kernel: Default::default(),
             calls: None,
         });
     for cpu in 0..8 {

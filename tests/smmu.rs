@@ -68,6 +68,7 @@ fn smmu_cmdsync_rows_have_every_key_and_both_settings() {
         "cpus",
         "cmd_sync_ns_p50",
         "cmd_sync_ns_p99",
+        "poll_window_ns",
         "unmaps_per_sec",
         "tx_gbps",
     ] {
@@ -108,9 +109,9 @@ fn smmu_cmdsync_rows_have_every_key_and_both_settings() {
 
 /// The two ways Linux waits for a CMD_SYNC differ in one place each: with MSI
 /// polling the SMMU writes the sync's own slot and the CPU never reads CONS; without
-/// it the SMMU writes nothing and the CPU reads CONS after every wake. So the MMIO
-/// read cost moves only the CONS wait, and the MSI write cost moves only the MSI
-/// wait, each by one read or one write per sync on an empty queue.
+/// it the SMMU writes nothing and the CPU reads CONS after every wake. The SMMU's
+/// register time is on both paths once (the PROD write) and on the CONS wait once
+/// more (the read); the MSI write cost moves only the MSI wait.
 #[test]
 fn msi_and_cons_polling_each_pay_only_their_own_signal() {
     const STEP_NS: f64 = 200.0;
@@ -127,9 +128,9 @@ fn msi_and_cons_polling_each_pay_only_their_own_signal() {
     assert_eq!(c.cmdq.msi_writes, 0);
     assert!(c.host.cons_reads >= c.cmdq.sync, "{:?}", c.host);
 
-    let slower_read = |msi| {
+    let slower_register = |msi| {
         let mut sc = empty_queue(msi);
-        sc.costs.smmu_host.mmio_read_ns += STEP_NS;
+        sc.costs.smmu_host.smmu_register_ns += STEP_NS;
         run(&sc)
     };
     let slower_msi = |msi| {
@@ -137,13 +138,17 @@ fn msi_and_cons_polling_each_pay_only_their_own_signal() {
         sc.costs.smmu_cmdq.msi_write_ns += STEP_NS;
         run(&sc)
     };
-    assert_eq!(p50(&slower_read(true)), p50(&base_msi));
     assert_eq!(p50(&slower_msi(false)), p50(&base_cons));
-    let cons_shift = p50(&slower_read(false)) - p50(&base_cons);
+    let prod_shift = p50(&slower_register(true)) - p50(&base_msi);
+    let cons_shift = p50(&slower_register(false)) - p50(&base_cons) - prod_shift;
     let msi_shift = p50(&slower_msi(true)) - p50(&base_msi);
-    // The CONS read is sampled halfway, so a read is worth between half and all of
-    // its round trip to the wait; the MSI write is on the path in full. Latencies
-    // are kept to 3 significant digits (0.1 %).
+    // Latencies are kept to 3 significant digits (0.1 %).
+    assert!(
+        (prod_shift - STEP_NS).abs() < 2.0,
+        "the PROD write moved the MSI wait {prod_shift} ns"
+    );
+    // The CONS read samples after the register answers, so a wait that started
+    // reading just before CONS moved pays between part of and all of the read.
     assert!(
         (STEP_NS / 2.0 - 2.0..=STEP_NS + 2.0).contains(&cons_shift),
         "CONS wait moved {cons_shift} ns for {STEP_NS} ns more per read"
@@ -167,12 +172,16 @@ fn empty_queue_cmd_sync_latency_is_the_sum_of_its_parts() {
     // At least PROD flight + fetch + decode + sync + MSI write + wake.
     let k = &empty_queue(true).costs;
     let c = &k.smmu_cmdq;
-    let floor = k.smmu_host.prod_write_latency_ns
+    let h = &k.smmu_host;
+    let one_way = h.core_to_smmu().as_ps() as f64 / 1e3;
+    let floor = h.prod_write_flight().as_ps() as f64 / 1e3
+        + 2.0 * one_way
         + c.fetch_line_ns
         + c.decode_ns
         + c.sync_ns
         + c.msi_write_ns
-        + k.smmu_host.wfe_wake_ns;
+        + one_way
+        + h.wfe_wake_ns;
     assert!(
         p50 > floor && p50 < floor + 800.0,
         "p50 {p50} floor {floor}"
@@ -380,9 +389,9 @@ fn smmu_scenario_errors_name_the_field() {
     assert!(e.contains("smmu_loads[0].cpus[0]"), "{e}");
 
     let mut cost = empty_queue(true);
-    cost.costs.smmu_host.mmio_read_ns = -1.0;
+    cost.costs.smmu_host.smmu_register_ns = -1.0;
     let e = System::new(&cost).err().unwrap().to_string();
-    assert!(e.contains("costs.smmu_host.mmio_read_ns"), "{e}");
+    assert!(e.contains("costs.smmu_host.smmu_register_ns"), "{e}");
 
     let toml = r#"
         duration_us = 100
@@ -522,4 +531,48 @@ fn transmit_scenario_errors_name_the_field() {
     rx.nics[0].rx = Some(devices::ArrivalSpec::Poisson { rate_per_s: 1e3 });
     let e = System::new(&rx).err().unwrap().to_string();
     assert!(e.contains("nics[0].rx"), "{e}");
+}
+
+fn window(r: &Report) -> f64 {
+    r.smmu.as_ref().unwrap().poll_window_ns.p50
+}
+
+/// The path is built from hops: a wait by MSI crosses the die-to-die link four times
+/// (PROD, the fetch there and back, the MSI write to the home agent), a wait by SEV
+/// six times (PROD, the fetch, the SEV, the CONS read there and back).
+#[test]
+fn each_die_crossing_is_on_the_poll_window_once_per_hop() {
+    const STEP_NS: f64 = 50.0;
+    let crossing = |msi: bool, d2d: f64| {
+        let mut sc = empty_queue(msi);
+        sc.costs.smmu_host.die_to_die_ns = d2d;
+        window(&run(&sc))
+    };
+    let msi = crossing(true, STEP_NS) - crossing(true, 0.0);
+    let sev = crossing(false, STEP_NS) - crossing(false, 0.0);
+    assert!((msi - 4.0 * STEP_NS).abs() < 3.0, "MSI window moved {msi}");
+    assert!((sev - 6.0 * STEP_NS).abs() < 3.0, "SEV window moved {sev}");
+}
+
+/// Where the SMMU's MSI write leaves the line decides where the poller reloads it
+/// from; the SEV wait never touches that line after the SMMU's write.
+#[test]
+fn the_msi_reload_comes_from_where_the_write_landed() {
+    use irqsim::system::smmu_host::IoWriteLands;
+    let lands = |msi: bool, at: IoWriteLands| {
+        let mut sc = empty_queue(msi);
+        sc.costs.smmu_host.io_write_lands = at;
+        window(&run(&sc))
+    };
+    let k = &empty_queue(true).costs;
+    let llc_ns = k.pid_line.llc_hit_cycles / k.cpu.freq_mhz as f64 * 1e3;
+    let shift = lands(true, IoWriteLands::Memory) - lands(true, IoWriteLands::Llc);
+    assert!(
+        (shift - (k.pid_line.memory_ns - llc_ns)).abs() < 3.0,
+        "reload moved {shift} ns"
+    );
+    assert_eq!(
+        lands(false, IoWriteLands::Memory),
+        lands(false, IoWriteLands::Llc)
+    );
 }

@@ -6,7 +6,7 @@ use irqsim::validate::{self, Direction};
 #[test]
 fn every_figure_gets_a_model_value_and_the_calibration_is_current() {
     let v = validate::validate(1, false, 2);
-    assert_eq!(v.figures.len(), validate::figures::FIGURES.len());
+    assert_eq!(v.figures.len(), validate::figures::all().count());
     for c in &v.figures {
         assert!(
             c.model.is_finite() && c.model > 0.0,

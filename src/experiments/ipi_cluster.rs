@@ -1,31 +1,48 @@
-//! `ipi-cluster`: a TLB-shootdown-like cross call from one CPU of socket 0 to CPUs of
-//! socket 1, with the x2APIC in physical mode (one ICR write per target) and in
-//! cluster mode (one ICR write per x2APIC cluster).
+//! `ipi-cluster`: a TLB shootdown from one CPU of socket 0 to the logical CPUs of
+//! socket 1, seed 003's microbenchmark ("x86, x2apic: minimize IPI register writes
+//! using cluster groups", 2011): the cost of `flush_tlb_others()` from a CPU of one
+//! socket to all 20 logical CPUs of another, before and after the patch.
 //!
-//! The machine: 2 sockets × 20 cores × 2 threads (80 logical CPUs), x2APIC IDs packed
-//! as firmware does (thread bit 0, core bits 5:1, socket from bit 6), Linux CPU
-//! numbers with every first thread before the second threads (see
-//! [`crate::topology`]). Socket 1's 40 CPUs have IDs 0x40-0x67: clusters 4, 5 and 6.
-//! The sender is CPU 0. The call is `smp_call_function_many(wait = true)`: queue a CSD
-//! per target, send the IPIs, spin until every target has run the function and
-//! unlocked its CSD ([`crate::kernel::ipi`]).
+//! The machine is the platform's (default `wsm-ex`: Westmere-EX, 4 sockets x 10 cores
+//! x 2 threads), x2APIC IDs packed as firmware does (thread bit 0, core bits, socket
+//! above), Linux CPU numbers with every first thread before the second threads (see
+//! [`crate::topology`]). Socket 1's 20 CPUs have IDs 0x40-0x53: clusters 4 and 5. The
+//! sender is CPU 0.
 //!
-//! Rows: one with every CPU of socket 1 (`set` = `"socket1"`), then a sweep over 1, 4,
-//! 16, 20 and 40 targets (`set` = `"sweep"`, the first N CPUs of socket 1 in CPU
-//! order), each in both modes. `sender_cycles` runs from the start of the call to the
-//! sender seeing the last acknowledgement; `sender_send_cycles` is the part spent in
-//! ICR WRMSRs. Every figure comes from the model's cost tables, not from hardware.
+//! Rows, each a `kernel` and a `mode`:
+//! - `flush-tlb-others-2011` (Linux 2.6.38, [`crate::kernel::tlb_2011`]) with
+//!   `cluster-per-cpu` (the send before the patch: one ICR write per CPU), `cluster`
+//!   (the patch: one per cluster) and `physical`;
+//! - `smp-call-function-many` (today's, [`crate::kernel::ipi`]) with `physical` and
+//!   `cluster`.
+//!
+//! One row per pair with every CPU of socket 1 (`set` = `"socket1"`), then a sweep
+//! over 1, 4, 16, 20 and 40 targets (`set` = `"sweep"`, the first N CPUs of socket 1
+//! in CPU order, capped at the socket's size). `sender_cycles` runs from the start of
+//! the call to the sender seeing the last acknowledgement; `sender_send_cycles` is the
+//! part spent in ICR WRMSRs, including waits for the APIC to hand off the previous
+//! message. Every figure comes from the model's cost tables, not from hardware.
 
 use devices::ArrivalProcess;
 use serde::Serialize;
 use sim_core::{CpuId, Freq};
 
 use super::{ExperimentCtx, ExperimentOutput};
-use crate::kernel::ipi::IpiMode;
+use crate::kernel::ipi::{IpiMode, ShootdownKernel};
 use crate::system::xcall::ShootdownConfig;
 use crate::system::{Costs, DeliveryMode, Scenario, System};
 use crate::topology::{Topology, TopologySpec};
 
+/// Seed 003's machine.
+pub const PLATFORM: &str = "wsm-ex";
+/// The (kernel, x2APIC send) pairs of the experiment, in row order.
+pub const VARIANTS: [(ShootdownKernel, IpiMode); 5] = [
+    (ShootdownKernel::FlushTlbOthers2011, IpiMode::ClusterPerCpu),
+    (ShootdownKernel::FlushTlbOthers2011, IpiMode::Cluster),
+    (ShootdownKernel::FlushTlbOthers2011, IpiMode::Physical),
+    (ShootdownKernel::SmpCallFunctionMany, IpiMode::Physical),
+    (ShootdownKernel::SmpCallFunctionMany, IpiMode::Cluster),
+];
 /// Target counts of the sweep.
 pub const TARGET_COUNTS: &[u32] = &[1, 4, 16, 20, 40];
 /// The socket whose CPUs are the targets.
@@ -40,8 +57,12 @@ const RUN_US: f64 = 1000.0;
 /// One call.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
-    /// `"physical"` or `"cluster"`.
+    /// The x2APIC send: `"physical"`, `"cluster"` (one ICR write per cluster) or
+    /// `"cluster-per-cpu"` (cluster mode before Linux 2.6.39: one per CPU).
     pub mode: &'static str,
+    /// The shootdown algorithm: `"flush-tlb-others-2011"` or
+    /// `"smp-call-function-many"`.
+    pub kernel: &'static str,
     /// Target CPUs.
     pub targets: u32,
     /// ICR writes the sender made.
@@ -80,6 +101,7 @@ pub struct Config {
 }
 
 impl Default for Config {
+    /// The generic profile's machine (2 x 20 x 2) and costs.
     fn default() -> Self {
         Config {
             topology: TopologySpec::new(2, 20, 2),
@@ -89,9 +111,31 @@ impl Default for Config {
     }
 }
 
-/// The scenario of one call: `config`'s machine, idle, and one shootdown from the
-/// sender to `targets` in `mode`.
-pub fn scenario(config: &Config, mode: IpiMode, targets: Vec<u32>) -> Scenario {
+impl Config {
+    /// The machine and costs of `ctx`'s platform (default [`PLATFORM`]), with its
+    /// `--set costs.*` applied.
+    pub fn of(ctx: &ExperimentCtx) -> Result<Config, String> {
+        let layout = ctx.platform(PLATFORM).layout();
+        Ok(Config {
+            topology: TopologySpec::new(
+                layout.sockets,
+                layout.cores_per_socket,
+                layout.threads_per_core,
+            ),
+            costs: ctx.costs(PLATFORM)?,
+            sender: CpuId(0),
+        })
+    }
+}
+
+/// The scenario of one call: `config`'s machine, idle, and one shootdown by `kernel`
+/// from the sender to `targets` in `mode`.
+pub fn scenario(
+    config: &Config,
+    kernel: ShootdownKernel,
+    mode: IpiMode,
+    targets: Vec<u32>,
+) -> Scenario {
     let mut sc = Scenario::builder()
         .name("ipi-cluster")
         .duration_us(RUN_US)
@@ -106,6 +150,7 @@ pub fn scenario(config: &Config, mode: IpiMode, targets: Vec<u32>) -> Scenario {
                 interval_ns: CALL_AT_NS,
             },
             ipi_mode: mode,
+            kernel,
             calls: Some(1),
         })
         .into_unvalidated();
@@ -113,9 +158,16 @@ pub fn scenario(config: &Config, mode: IpiMode, targets: Vec<u32>) -> Scenario {
     sc
 }
 
-/// One call from `config.sender` to the first `count` CPUs of the target socket, on
-/// a fresh machine.
-pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> Row {
+/// One call by `kernel` from `config.sender` to the first `count` CPUs of the target
+/// socket, on a fresh machine.
+pub fn point(
+    ctx: &ExperimentCtx,
+    config: &Config,
+    kernel: ShootdownKernel,
+    mode: IpiMode,
+    count: u32,
+    set: &'static str,
+) -> Row {
     let topo = Topology::new(config.topology).expect("experiment topology is valid");
     let targets: Vec<CpuId> = topo
         .socket_cpus(TARGET_SOCKET)
@@ -124,8 +176,10 @@ pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> R
     let mut clusters: Vec<u32> = targets.iter().map(|&c| topo.cluster(c)).collect();
     clusters.sort_unstable();
     clusters.dedup();
-    let sc = scenario(config, mode, targets.iter().map(|c| c.0).collect());
-    let report = System::run_scenario(&sc).expect("the experiment's scenario is valid");
+    let mut sc = scenario(config, kernel, mode, targets.iter().map(|c| c.0).collect());
+    sc.name = format!("ipi-cluster {} {} x{count}", kernel.as_str(), mode.as_str());
+    let sys = System::new(&sc).expect("the experiment's scenario is valid");
+    let report = ctx.finish_point(sys, &sc.name);
     let x = report
         .cross_calls
         .expect("a shootdown load reports cross calls");
@@ -135,6 +189,7 @@ pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> R
     let p = load.sender_phases;
     Row {
         mode: mode.as_str(),
+        kernel: kernel.as_str(),
         targets: count,
         icr_writes: load.icr_writes as u32,
         sender_cycles: cycles(p.calls_ps),
@@ -149,17 +204,19 @@ pub fn point(config: &Config, mode: IpiMode, count: u32, set: &'static str) -> R
     }
 }
 
-/// Every row of the experiment under `config`.
-pub fn rows(config: &Config) -> Vec<Row> {
+/// Every row of the experiment under `config` (`ctx` gives the trace, if any).
+pub fn rows(ctx: &ExperimentCtx, config: &Config) -> Vec<Row> {
     let topo = Topology::new(config.topology).expect("experiment topology is valid");
     let all = topo.socket_cpus(TARGET_SOCKET).count() as u32;
     let mut rows = Vec::new();
-    for mode in IpiMode::ALL {
-        rows.push(point(config, mode, all, "socket1"));
+    for (kernel, mode) in VARIANTS {
+        rows.push(point(ctx, config, kernel, mode, all, "socket1"));
     }
-    for &count in TARGET_COUNTS {
-        for mode in IpiMode::ALL {
-            rows.push(point(config, mode, count.min(all), "sweep"));
+    let mut counts: Vec<u32> = TARGET_COUNTS.iter().map(|&c| c.min(all)).collect();
+    counts.dedup();
+    for count in counts {
+        for (kernel, mode) in VARIANTS {
+            rows.push(point(ctx, config, kernel, mode, count, "sweep"));
         }
     }
     rows
@@ -171,34 +228,50 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
+/// Checks `--platform` and `--set`.
+pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
+    Config::of(ctx).map(|_| ())
+}
+
 /// Runs the experiment in `ctx`.
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
-    // The CPU and x2APIC tables come from the platform (and --set costs.cpu/apic.*).
-    let costs = ctx
-        .costs(crate::platform::DEFAULT_PLATFORM)
-        .expect("overrides were checked");
-    let config = Config {
-        costs,
-        ..Config::default()
+    let config = Config::of(ctx).expect("overrides were checked");
+    let topo = Topology::new(config.topology).expect("platform layouts are valid");
+    let socket: Vec<CpuId> = topo.socket_cpus(TARGET_SOCKET).collect();
+    let ids = |cpus: &[CpuId]| {
+        let (lo, hi) = (
+            cpus.iter().map(|&c| topo.apic_id(c).0).min().unwrap_or(0),
+            cpus.iter().map(|&c| topo.apic_id(c).0).max().unwrap_or(0),
+        );
+        let mut clusters: Vec<u32> = cpus.iter().map(|&c| topo.cluster(c)).collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        format!("IDs {lo:#x}-{hi:#x}, clusters {clusters:?}")
     };
-    let mut out = ExperimentOutput::new("ipi-cluster", ctx.seed, &rows(&config));
+    let mut out = ExperimentOutput::new("ipi-cluster", ctx.seed, &rows(ctx, &config));
     out.notes.push(
         "set: \"socket1\" targets every logical CPU of socket 1; \"sweep\" the first N CPUs of socket 1".into(),
     );
     out.notes.push(format!(
-        "2 sockets x 20 cores x 2 threads; sender CPU {}; targets: CPUs of socket 1 in \
-         Linux order (first threads, then second threads); x2APIC IDs 0x40-0x67 form \
-         clusters 4, 5 and 6",
-        config.sender.0
+        "platform {}: {} sockets x {} cores x {} threads; sender CPU {}; targets: the {} CPUs \
+         of socket 1 in Linux order (first threads, then second threads), {}",
+        ctx.platform(PLATFORM).name,
+        config.topology.sockets,
+        config.topology.cores_per_socket,
+        config.topology.threads_per_core,
+        config.sender.0,
+        socket.len(),
+        ids(&socket)
     ));
     out.notes.push(
-        "runs on System: the sender's task runs smp_call_function_many with interrupts \
-         enabled, each target takes the call-function IPI and runs the handler; \
-         sender_cycles = CSD enqueues + fence + ICR writes + polling and spinning until the \
-         last target's csd_unlock is visible; IPI flight = costs.apic.ipi_latency_ns, plus \
-         costs.interconnect.ipi_cross_socket_extra_ns across sockets; every CSD and \
-         queue-head access is a MESI line access priced by costs.pid_line (the one line \
-         model), with occupancy"
+        "runs on System: the sender's task runs the kernel's shootdown with interrupts \
+         enabled, each target takes the IPI and runs the handler; an ICR write costs \
+         costs.apic.wrmsr_icr_cycles after the APIC has handed off the previous message \
+         (costs.interconnect.icr_accept_*_ns by distance); IPI flight = \
+         costs.apic.ipi_latency_ns, plus costs.interconnect.ipi_cross_socket_extra_ns \
+         across sockets; every CSD, queue-head and flush_state access is a MESI line \
+         access priced by costs.pid_line (the one line model), with occupancy; the \
+         sender overlaps independent CSD polls up to costs.cpu.fill_buffers misses"
             .into(),
     );
     out
@@ -210,20 +283,25 @@ mod tests {
 
     #[test]
     fn rows_cover_the_single_set_and_the_sweep_in_both_modes() {
-        let rows = rows(&Config::default());
-        assert_eq!(rows.len(), 2 + 2 * TARGET_COUNTS.len());
+        let rows = rows(&ExperimentCtx::new(1), &Config::default());
+        assert_eq!(rows.len(), VARIANTS.len() * (1 + TARGET_COUNTS.len()));
         assert_eq!((rows[0].set, rows[0].targets), ("socket1", 40));
         for r in &rows {
             assert_eq!(r.funcs_run, r.targets, "{r:?}");
             assert!(r.sender_cycles > r.sender_send_cycles);
             match r.mode {
-                "physical" => assert_eq!(r.icr_writes, r.targets),
+                "physical" | "cluster-per-cpu" => assert_eq!(r.icr_writes, r.targets),
                 _ => assert_eq!(r.icr_writes, r.clusters),
             }
         }
         let icr = |mode: &str, n: u32| {
             rows.iter()
-                .find(|r| r.set == "sweep" && r.mode == mode && r.targets == n)
+                .find(|r| {
+                    r.set == "sweep"
+                        && r.mode == mode
+                        && r.targets == n
+                        && r.kernel == "smp-call-function-many"
+                })
                 .map(|r| r.icr_writes)
                 .unwrap()
         };
@@ -241,6 +319,7 @@ mod tests {
         assert_eq!(a.to_json(), b.to_json());
         for k in [
             "mode",
+            "kernel",
             "targets",
             "icr_writes",
             "sender_cycles",

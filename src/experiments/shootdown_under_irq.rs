@@ -115,6 +115,7 @@ pub fn scenario(mode: DeliveryMode, irq_rate_mps: f64, seed: u64) -> Scenario {
                 rate_per_s: SHOOTDOWN_RATE_PER_S,
             },
             ipi_mode: IpiMode::Cluster,
+            kernel: Default::default(),
             calls: None,
         });
     if irq_rate_mps > 0.0 {

@@ -54,19 +54,53 @@ pub enum IpiMode {
     /// Physical destination mode: one ICR write per target CPU.
     Physical,
     /// Logical cluster mode: one ICR write per x2APIC cluster with targets (Linux's
-    /// choice on an x2APIC machine unless physical mode is forced).
+    /// choice on an x2APIC machine unless physical mode is forced; the send of seed
+    /// 003's patch, "x86, x2apic: minimize IPI register writes using cluster groups").
     #[default]
     Cluster,
+    /// Logical cluster mode as Linux sent it before that patch (2.6.38
+    /// `x2apic_cluster.c`): fence, interrupts off, one ICR write per target CPU with
+    /// that CPU's logical ID.
+    ClusterPerCpu,
 }
 
 impl IpiMode {
-    /// Both modes.
+    /// Physical and today's cluster mode.
     pub const ALL: [IpiMode; 2] = [IpiMode::Physical, IpiMode::Cluster];
-    /// `"physical"` or `"cluster"`.
+    /// `"physical"`, `"cluster"` or `"cluster-per-cpu"`.
     pub fn as_str(self) -> &'static str {
         match self {
             IpiMode::Physical => "physical",
             IpiMode::Cluster => "cluster",
+            IpiMode::ClusterPerCpu => "cluster-per-cpu",
+        }
+    }
+}
+
+/// Which kernel's TLB shootdown a load runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShootdownKernel {
+    /// Today's `native_flush_tlb_multi` -> `smp_call_function_many` (per-target CSDs;
+    /// Linux 3.6 and later).
+    #[default]
+    SmpCallFunctionMany,
+    /// Linux 2.6.38's `flush_tlb_others_ipi`: one shared `flush_state` line, cleared
+    /// bit by bit by the targets ([`crate::kernel::tlb_2011`]).
+    FlushTlbOthers2011,
+}
+
+impl ShootdownKernel {
+    /// Both kernels.
+    pub const ALL: [ShootdownKernel; 2] = [
+        ShootdownKernel::FlushTlbOthers2011,
+        ShootdownKernel::SmpCallFunctionMany,
+    ];
+    /// `"smp-call-function-many"` or `"flush-tlb-others-2011"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShootdownKernel::SmpCallFunctionMany => "smp-call-function-many",
+            ShootdownKernel::FlushTlbOthers2011 => "flush-tlb-others-2011",
         }
     }
 }
@@ -245,6 +279,35 @@ pub enum IpiOp {
     RunCsdFunc(usize),
     /// `csd_unlock` of the `i`-th taken CSD: the release store its sender waits for.
     UnlockCsd(usize),
+    /// Not an instruction: the end of the `csd_lock_wait` loop, where the loads the
+    /// core ran ahead with (up to its fill buffers) must have completed before the
+    /// call returns, as its exit branch depends on each of them.
+    LoadsRetired,
+    /// `local_irq_save()`: mask interrupts (nests).
+    LocalIrqSave,
+    /// `local_irq_restore()`: undo the matching save.
+    LocalIrqRestore,
+    /// `cpu_relax()` (PAUSE) in a polling loop.
+    CpuRelax,
+    /// 2.6.38 `flush_tlb_others_ipi`: `raw_spin_lock(&f->tlbstate_lock)` on the
+    /// `flush_state` line of this slot.
+    FlushStateLock(u8),
+    /// Store `flush_mm`, `flush_va` and the start of the mask into the slot's line.
+    FlushStateFill(u8),
+    /// Set `cpu`'s bit of the slot's `flush_cpumask` (the sender's `cpumask_andnot`).
+    FlushMaskSet(u8, CpuId),
+    /// `cpumask_empty(f->flush_cpumask)`: a load of the line; yields 1 if empty.
+    FlushMaskPoll(u8),
+    /// Clear `flush_mm` and `flush_va` and `raw_spin_unlock`: stores to the line.
+    FlushStateUnlock(u8),
+    /// Target: `cpumask_test_cpu(cpu, f->flush_cpumask)` and the load of
+    /// `flush_mm`: one load of the slot's line; yields 1 if this CPU's bit is set.
+    FlushMaskTest(u8),
+    /// Target: the local flush (`__flush_tlb_one` or `local_flush_tlb`).
+    FlushTlbLocal,
+    /// Target: `cpumask_clear_cpu(cpu, f->flush_cpumask)`, a locked bit clear on the
+    /// slot's line that every target contends for and the sender polls.
+    FlushMaskClear(u8),
 }
 
 /// An algorithm's handle on the CPU it runs on.
@@ -291,6 +354,10 @@ impl IpiPort {
     /// `csd_unlock(csd)` of the `i`-th taken CSD.
     pub async fn unlock_csd(&self, i: usize) {
         self.op(IpiOp::UnlockCsd(i)).await;
+    }
+    /// Any other operation; yields its value.
+    pub async fn run(&self, op: IpiOp) -> u64 {
+        self.op(op).await
     }
 }
 
@@ -361,6 +428,30 @@ pub async fn x2apic_cluster_send_ipi_mask(
     }
 }
 
+/// 2.6.38 `x2apic_cluster.c` `x2apic_send_IPI_mask`, before seed 003's patch: fence,
+/// interrupts off, one logical-mode ICR write per CPU of `mask` with that CPU's
+/// logical ID, interrupts back on.
+pub async fn x2apic_cluster_send_ipi_mask_per_cpu(
+    cpu: &IpiPort,
+    maps: &ApicMaps,
+    this_cpu: CpuId,
+    mask: &CpuMask,
+    vector: Vector,
+    exclude_self: bool,
+) {
+    cpu.wrmsr_fence().await;
+    cpu.run(IpiOp::LocalIrqSave).await;
+    for query_cpu in mask.iter() {
+        if exclude_self && query_cpu == this_cpu {
+            continue;
+        }
+        let dest = maps.logical_apicid(query_cpu);
+        cpu.write_icr(fixed_icr(vector, DestMode::Logical, Shorthand::None, dest))
+            .await;
+    }
+    cpu.run(IpiOp::LocalIrqRestore).await;
+}
+
 /// `apic->send_IPI(cpu, vector)`: one CPU, fenced; physical ID or logical ID.
 pub async fn send_ipi_one(
     cpu: &IpiPort,
@@ -377,7 +468,7 @@ pub async fn send_ipi_one(
             Shorthand::None,
             maps.apicid(target).0,
         ),
-        IpiMode::Cluster => fixed_icr(
+        IpiMode::Cluster | IpiMode::ClusterPerCpu => fixed_icr(
             vector,
             DestMode::Logical,
             Shorthand::None,
@@ -402,6 +493,9 @@ pub async fn send_ipi_mask(
         }
         IpiMode::Cluster => {
             x2apic_cluster_send_ipi_mask(cpu, maps, this_cpu, mask, vector, false).await
+        }
+        IpiMode::ClusterPerCpu => {
+            x2apic_cluster_send_ipi_mask_per_cpu(cpu, maps, this_cpu, mask, vector, false).await
         }
     }
 }
@@ -474,6 +568,7 @@ pub async fn smp_call_function_many(
     for target in cfd_mask.iter() {
         cpu.wait_csd(target).await;
     }
+    cpu.run(IpiOp::LoadsRetired).await;
 }
 
 /// `sysvec_call_function` / `sysvec_call_function_single` after IDT entry: EOI
@@ -506,14 +601,10 @@ pub struct IpiCosts {
     /// core cycles. Default 500. Assumption: a handful of INVLPGs plus the function's
     /// bookkeeping; no public bare-metal figure.
     pub func_cycles: f64,
-    /// How many `csd_lock_wait` polls of CSDs that are already unlocked the sender's
-    /// core overlaps (memory-level parallelism: an out-of-order core can run past the
-    /// loop exit into the next CPU's poll). Each such poll is charged a line transfer
-    /// divided by this; the poll of a CSD still locked, which waits for the target's
-    /// store, is never overlapped. Default 1 (every poll a full cross-core line
-    /// transfer, the pessimistic end). Assumption: no public figure for this loop;
-    /// values below 1 are taken as 1.
-    pub ack_poll_overlap: f64,
+    /// One `cpu_relax()` (PAUSE) in a polling loop, core cycles. Default 140:
+    /// Intel's optimization manual gives PAUSE about 140 cycles from Skylake on (it
+    /// was about 10 before); a Westmere profile sets its own.
+    pub pause_cycles: f64,
 }
 
 impl Default for IpiCosts {
@@ -522,7 +613,7 @@ impl Default for IpiCosts {
             fence_cycles: 40.0,
             csd_setup_cycles: 30.0,
             func_cycles: 500.0,
-            ack_poll_overlap: 1.0,
+            pause_cycles: 140.0,
         }
     }
 }

@@ -16,3 +16,4 @@ pub use posted_msi::{
 };
 pub mod ioapic_driver;
 pub mod ipi;
+pub mod tlb_2011;

@@ -177,6 +177,9 @@ pub enum SmmuCpuOp {
         /// Number of 4 KiB pages.
         pages: u32,
     },
+    /// Not an instruction: `arm_smmu_cmdq_poll_until_sync` returned. Costs nothing;
+    /// the host measures the poll window (from this CPU's PROD write) with it.
+    SyncPolled,
     /// `local_irq_save()`: mask interrupts on this CPU (nests).
     LocalIrqSave,
     /// `local_irq_restore()`: undo the matching save.
@@ -266,6 +269,10 @@ impl SmmuCpuPort {
     /// [`SmmuCpuOp::ClearPtes`].
     pub async fn clear_ptes(&self, asid: u16, iova: u64, pages: u32) {
         self.op(SmmuCpuOp::ClearPtes { asid, iova, pages }).await;
+    }
+    /// [`SmmuCpuOp::SyncPolled`].
+    pub async fn sync_polled(&self) {
+        self.op(SmmuCpuOp::SyncPolled).await;
     }
     /// [`SmmuCpuOp::LocalIrqSave`].
     pub async fn local_irq_save(&self) {
@@ -630,6 +637,7 @@ pub async fn issue_cmdlist(
     // 5. Wait for our CMD_SYNC; the last waiter publishes CONS.
     if sync {
         let (cons, r) = poll_until_sync(cpu, drv, sync_at).await;
+        cpu.sync_polled().await;
         report.timeouts += r.is_err() as u32;
         if !shared_tryunlock(cpu).await {
             cpu.store_llq_cons(cons).await;

@@ -27,6 +27,8 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("generic", include_str!("../../platforms/generic.toml")),
     ("spr", include_str!("../../platforms/spr.toml")),
     ("spr-2s", include_str!("../../platforms/spr-2s.toml")),
+    ("kunpeng920", include_str!("../../platforms/kunpeng920.toml")),
+    ("wsm-ex", include_str!("../../platforms/wsm-ex.toml")),
 ];
 
 /// Where a field's value comes from.

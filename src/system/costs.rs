@@ -112,14 +112,26 @@ impl Costs {
             ("fence_cycles", self.ipi.fence_cycles),
             ("csd_setup_cycles", self.ipi.csd_setup_cycles),
             ("func_cycles", self.ipi.func_cycles),
-            ("ack_poll_overlap", self.ipi.ack_poll_overlap),
+            ("pause_cycles", self.ipi.pause_cycles),
         ] {
             check_non_negative(&format!("costs.ipi.{name}"), v)?;
         }
-        check_non_negative(
-            "costs.interconnect.ipi_cross_socket_extra_ns",
-            self.interconnect.ipi_cross_socket_extra_ns,
-        )?;
+        for (name, v) in [
+            (
+                "ipi_cross_socket_extra_ns",
+                self.interconnect.ipi_cross_socket_extra_ns,
+            ),
+            (
+                "icr_accept_same_socket_ns",
+                self.interconnect.icr_accept_same_socket_ns,
+            ),
+            (
+                "icr_accept_cross_socket_ns",
+                self.interconnect.icr_accept_cross_socket_ns,
+            ),
+        ] {
+            check_non_negative(&format!("costs.interconnect.{name}"), v)?;
+        }
         self.smmu_cmdq.validate().map_err(|e| match e {
             iommu_sim::smmuv3::SmmuError::InvalidCost { field, value, .. } => {
                 bad_cost(&format!("costs.smmu_cmdq.{field}"), value)
@@ -176,6 +188,12 @@ pub struct CpuCosts {
     /// `handle_edge_irq` flow, `handle_irq_event` accounting. Cycles. Assumption:
     /// a few cache-hot function calls and a spinlock, 150 cycles.
     pub irq_flow_cycles: f64,
+    /// L1D fill buffers: how many L1 misses one core keeps in flight. Independent
+    /// loads that miss (a sender polling many CSDs that are already unlocked) overlap
+    /// up to this many; one more waits for the oldest. Count. Source: 12 on Skylake
+    /// (Intel 64 and IA-32 Architectures Optimization Reference Manual, Skylake
+    /// microarchitecture: "12 fill buffers", up from 10).
+    pub fill_buffers: u32,
 }
 
 impl Default for CpuCosts {
@@ -185,6 +203,7 @@ impl Default for CpuCosts {
             irq_entry_cycles: 600.0,
             irq_exit_cycles: 400.0,
             irq_flow_cycles: 150.0,
+            fill_buffers: 12,
         }
     }
 }
@@ -196,6 +215,13 @@ impl CpuCosts {
                 "costs.cpu.freq_mhz",
                 self.freq_mhz,
                 "a clock above 0 MHz",
+            ));
+        }
+        if !(1..=256).contains(&self.fill_buffers) {
+            return Err(ScenarioError::invalid(
+                "costs.cpu.fill_buffers",
+                self.fill_buffers,
+                "1..=256 outstanding L1 misses",
             ));
         }
         for (name, v) in [

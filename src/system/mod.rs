@@ -25,11 +25,13 @@ pub mod iommu;
 pub mod ledger;
 pub mod observe;
 pub mod scenario;
+pub mod smmu_costs;
 pub mod smmu_host;
 pub mod sources;
 pub mod task;
 pub mod transmit;
 pub mod xcall;
+pub mod xcall_2011;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -162,6 +164,8 @@ enum Event {
     SmmuProdArrive { prod: u32 },
     /// The SMMU finishes the command in flight.
     SmmuConsumeDone,
+    /// An SEV from the SMMU reaches the cores.
+    SmmuSev,
     /// A CMD_SYNC's MSI write becomes visible in memory.
     SmmuMsiVisible { addr: u64, data: u32 },
     /// A CONS read of `cpu` samples the register (stale if `generation` moved on).
@@ -682,6 +686,7 @@ impl System {
             }
             Event::SmmuProdArrive { prod } => self.on_smmu_prod_arrive(now, prod),
             Event::SmmuConsumeDone => self.on_smmu_consume_done(now),
+            Event::SmmuSev => self.on_smmu_sev(now),
             Event::SmmuMsiVisible { addr, data } => self.on_smmu_msi_visible(now, addr, data),
             Event::SmmuConsSample { cpu, generation } => self.on_smmu_cons_sample(cpu, generation),
             Event::SmmuTick { cpu, generation } => self.on_smmu_tick(now, cpu, generation),
@@ -847,6 +852,8 @@ impl System {
                     }))
                 } else if self.is_cross_call(vector) {
                     self.call_function_handler()
+                } else if let Some(alg) = self.invalidate_handler(vector) {
+                    alg
                 } else if let Some(alg) = match self.cpus[c].handler_of(vector) {
                     HandlerRef::IoapicPin(pin) => self.ioapic_hardirq(pin, vector),
                     _ => None,

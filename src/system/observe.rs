@@ -91,6 +91,18 @@ impl CpuActivity {
                     IpiOp::TakeQueue => "take call_single_queue".into(),
                     IpiOp::RunCsdFunc(i) => format!("flush func #{i}"),
                     IpiOp::UnlockCsd(i) => format!("csd_unlock #{i}"),
+                    IpiOp::LoadsRetired => "loads retire".into(),
+                    IpiOp::LocalIrqSave => "local_irq_save".into(),
+                    IpiOp::LocalIrqRestore => "local_irq_restore".into(),
+                    IpiOp::CpuRelax => "cpu_relax".into(),
+                    IpiOp::FlushStateLock(s) => format!("flush_state {s} lock"),
+                    IpiOp::FlushStateFill(s) => format!("flush_state {s} fill"),
+                    IpiOp::FlushMaskSet(s, t) => format!("flush_state {s} set cpu{}", t.0),
+                    IpiOp::FlushMaskPoll(s) => format!("flush_state {s} poll"),
+                    IpiOp::FlushStateUnlock(s) => format!("flush_state {s} unlock"),
+                    IpiOp::FlushMaskTest(s) => format!("flush_state {s} test"),
+                    IpiOp::FlushTlbLocal => "local TLB flush".into(),
+                    IpiOp::FlushMaskClear(s) => format!("flush_state {s} clear bit"),
                 }
             }
             CpuActivity::Smmu { op } => {

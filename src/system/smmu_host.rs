@@ -49,75 +49,7 @@ use crate::kernel::smmu::{
     dma_unmap, issue_sync, CmdqDriver, HostWord, Llq, SmmuCpuOp, SmmuCpuPort,
 };
 use crate::report::LatencySummary;
-
-/// CPU-side costs of the SMMU host path beyond the shared lines (which
-/// `costs.pid_line` prices).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SmmuHostCosts {
-    /// Issuing the posted MMIO write to SMMU_CMDQ_PROD. Core cycles. Default 100:
-    /// DESIGN.md section 3 ("a posted MMIO write costs on the order of a hundred
-    /// cycles").
-    pub mmio_write_cycles: f64,
-    /// From the PROD write's issue until the SMMU sees it. Nanoseconds. Default 100:
-    /// assumption, a trip across the on-chip interconnect to the SMMU.
-    pub prod_write_latency_ns: f64,
-    /// `readl` of SMMU_CMDQ_CONS, round trip; the value is sampled halfway.
-    /// Nanoseconds. Default 300: assumption. COST-SOURCES.md gives 700-740 ns for a
-    /// read across PCIe Gen5; the SMMU's registers are on-chip, fewer hops.
-    pub mmio_read_ns: f64,
-    /// Leaving WFE after the event that ends it. Nanoseconds. Default 50:
-    /// assumption (clock-gated standby exit).
-    pub wfe_wake_ns: f64,
-    /// Period of the arm64 architected-timer event stream that bounds every WFE.
-    /// Microseconds. Default 100: Linux `ARCH_TIMER_EVT_STREAM_PERIOD_US`.
-    pub event_stream_period_us: f64,
-    /// One `cpu_relax()` iteration (YIELD plus the loop). Core cycles. Default 10:
-    /// assumption.
-    pub cpu_relax_cycles: f64,
-    /// `ktime_get()`: reading CNTVCT_EL0 and scaling. Nanoseconds. Default 20:
-    /// assumption.
-    pub clock_read_ns: f64,
-    /// io-pgtable clearing one page's PTE (a mostly cached walk and a store).
-    /// Nanoseconds per page. Default 100: assumption.
-    pub pte_clear_ns: f64,
-    /// `local_irq_save` or `local_irq_restore` (an MSR to DAIF). Core cycles.
-    /// Default 5: assumption, a system-register write that does not synchronise.
-    pub irq_mask_cycles: f64,
-}
-
-impl Default for SmmuHostCosts {
-    fn default() -> Self {
-        SmmuHostCosts {
-            mmio_write_cycles: 100.0,
-            prod_write_latency_ns: 100.0,
-            mmio_read_ns: 300.0,
-            wfe_wake_ns: 50.0,
-            event_stream_period_us: 100.0,
-            cpu_relax_cycles: 10.0,
-            clock_read_ns: 20.0,
-            pte_clear_ns: 100.0,
-            irq_mask_cycles: 5.0,
-        }
-    }
-}
-
-impl SmmuHostCosts {
-    /// The fields by name, for validation.
-    pub(super) fn fields(&self) -> [(&'static str, f64); 9] {
-        [
-            ("mmio_write_cycles", self.mmio_write_cycles),
-            ("prod_write_latency_ns", self.prod_write_latency_ns),
-            ("mmio_read_ns", self.mmio_read_ns),
-            ("wfe_wake_ns", self.wfe_wake_ns),
-            ("event_stream_period_us", self.event_stream_period_us),
-            ("cpu_relax_cycles", self.cpu_relax_cycles),
-            ("clock_read_ns", self.clock_read_ns),
-            ("pte_clear_ns", self.pte_clear_ns),
-            ("irq_mask_cycles", self.irq_mask_cycles),
-        ]
-    }
-}
+pub use super::smmu_costs::{IoWriteLands, SmmuHostCosts};
 
 /// Scenario `[smmu]`: the SMMU of an `arch = "arm"` system as its driver finds it.
 /// Its command-queue timing is the platform's `costs.smmu_cmdq`.
@@ -387,6 +319,10 @@ pub(super) struct SmmuHost {
     /// Every `issue_cmdlist` call by any task (loads and transmit paths), from
     /// masking interrupts to unmasking them, ns.
     calls: Histogram<u64>,
+    /// Per CPU, when it issued the PROD write of its current call.
+    prod_written: Vec<Option<SimTime>>,
+    /// From a CPU's PROD write to its `poll_until_sync` returning, ns.
+    poll_windows: Histogram<u64>,
 }
 
 /// `llq` lives in word 0 of its line; `owner_prod` and `lock` share the next line.
@@ -482,6 +418,9 @@ impl SmmuHost {
             counters: SmmuHostCounters::default(),
             call_start: vec![None; sc.cpus.count as usize],
             calls: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
+                .expect("static histogram bounds are valid"),
+            prod_written: vec![None; sc.cpus.count as usize],
+            poll_windows: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
                 .expect("static histogram bounds are valid"),
         })
     }
@@ -674,8 +613,13 @@ impl System {
         let cost = match op {
             SmmuCpuOp::LocalIrqSave => {
                 task.irq_off += 1;
-                let start = &mut self.host().call_start[c];
-                start.get_or_insert(now);
+                let host = self.host();
+                if host.call_start[c].is_none() {
+                    // A new call: a PROD write of an earlier call without a sync
+                    // does not start this call's poll window.
+                    host.prod_written[c] = None;
+                }
+                host.call_start[c].get_or_insert(now);
                 freq.cycles_f64(k.irq_mask_cycles)
             }
             SmmuCpuOp::LocalIrqRestore => {
@@ -693,12 +637,22 @@ impl System {
                 }
                 d
             }
-            SmmuCpuOp::WriteProd(_) => freq.cycles_f64(k.mmio_write_cycles),
+            SmmuCpuOp::WriteProd(_) => {
+                self.host().prod_written[c] = Some(now);
+                freq.cycles_f64(k.mmio_write_cycles)
+            }
+            SmmuCpuOp::SyncPolled => {
+                let host = self.host();
+                if let Some(at) = host.prod_written[c].take() {
+                    let ns = now.since(at).as_ps().div_ceil(1000).max(1);
+                    host.poll_windows.saturating_record(ns);
+                }
+                Duration::ZERO
+            }
             SmmuCpuOp::ReadCons => {
                 let gen = self.host().waits[c].generation;
-                let half = Duration::from_ns_f64(k.mmio_read_ns / 2.0);
                 self.queue.schedule(
-                    now + half,
+                    now + k.cons_read_sample(),
                     Priority::CPU,
                     Event::SmmuConsSample {
                         cpu,
@@ -706,7 +660,7 @@ impl System {
                     },
                 );
                 self.host().counters.cons_reads += 1;
-                Duration::from_ns_f64(k.mmio_read_ns)
+                k.cons_read()
             }
             SmmuCpuOp::Wfe => {
                 if std::mem::take(&mut self.host().waits[c].event) {
@@ -772,7 +726,7 @@ impl System {
         match op {
             SmmuCpuOp::WriteProd(p) => {
                 self.host().counters.prod_writes += 1;
-                let at = now + Duration::from_ns_f64(self.costs.smmu_host.prod_write_latency_ns);
+                let at = now + self.costs.smmu_host.prod_write_flight();
                 self.queue
                     .schedule(at, Priority::IOMMU, Event::SmmuProdArrive { prod: p });
                 return Some(0);
@@ -783,6 +737,7 @@ impl System {
             | SmmuCpuOp::CpuRelax
             | SmmuCpuOp::Udelay(_)
             | SmmuCpuOp::ClearPtes { .. }
+            | SmmuCpuOp::SyncPolled
             | SmmuCpuOp::LocalIrqSave
             | SmmuCpuOp::LocalIrqRestore => return Some(0),
             _ => {}
@@ -987,10 +942,26 @@ impl System {
             return;
         }
         let cons = arm.smmu.cmdq.cons();
-        if let Some(start) = arm.smmu.next_consume(now) {
+        let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(cons));
+        let agent = arm.host.agent;
+        // A line fetch is a coherent read at the line's home: there and back, plus the
+        // line model's price of the read (a snoop of the core that wrote the command).
+        let memory_path = if arm.smmu.cmdq.fetches_line() {
+            let hop = self.costs.smmu_host.core_to_smmu();
+            let line = &mut arm.host.lines[l].line;
+            let read = LineOp::Load { word: w };
+            let cost = self.costs.pid_line.access_cost(
+                line.classify(agent, &read),
+                read.class(),
+                self.freq,
+            );
+            let start = line.occupy(now + hop, cost);
+            start.since(now) + cost + hop
+        } else {
+            Duration::ZERO
+        };
+        if let Some(start) = arm.smmu.next_consume_with_fetch(now, memory_path) {
             // The SMMU's fetch snoops the slot's line: a writer's copy drops to S.
-            let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(cons));
-            let agent = arm.host.agent;
             let _ = arm.host.lines[l]
                 .line
                 .perform(agent, LineOp::Load { word: w });
@@ -1011,21 +982,34 @@ impl System {
                 data,
                 visible_at,
                 ..
-            }) => self.queue.schedule(
-                visible_at,
-                Priority::IOMMU,
-                Event::SmmuMsiVisible { addr, data },
-            ),
-            ConsumeEffect::Sync(SyncCompletion::ConsUpdated { sev: true }) => {
-                for cpu in 0..self.cpus.len() as u32 {
-                    let w = &mut self.host().waits[cpu as usize];
-                    if w.asleep {
-                        self.host().counters.wakes_by_sev += 1;
-                        self.smmu_wake(now, cpu);
-                    } else {
-                        w.event = true;
+            }) => {
+                // The write travels to the line's home, which invalidates every
+                // cached copy (the line model's price of the write) before it is
+                // visible.
+                let arrive = visible_at + self.costs.smmu_host.core_to_smmu();
+                let at = match arm.smmu.cmdq.slot_at(addr) {
+                    Some(slot) => {
+                        let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(slot));
+                        let line = &mut arm.host.lines[l].line;
+                        let write = LineOp::Store {
+                            word: w,
+                            value: data as u64,
+                        };
+                        let cost = self.costs.pid_line.access_cost(
+                            line.classify(arm.host.agent, &write),
+                            write.class(),
+                            self.freq,
+                        );
+                        line.occupy(arrive, cost) + cost
                     }
-                }
+                    None => arrive,
+                };
+                self.queue
+                    .schedule(at, Priority::IOMMU, Event::SmmuMsiVisible { addr, data })
+            }
+            ConsumeEffect::Sync(SyncCompletion::ConsUpdated { sev: true }) => {
+                let at = now + self.costs.smmu_host.core_to_smmu();
+                self.queue.schedule(at, Priority::IOMMU, Event::SmmuSev);
             }
             ConsumeEffect::Error(_) => self.host().counters.command_errors += 1,
             _ => {}
@@ -1038,6 +1022,20 @@ impl System {
             });
         }
         self.smmu_try_consume(now);
+    }
+
+    /// An SEV from the SMMU reaches the cores: it is delivered to every one of them
+    /// (WFE sleepers wake; the others find their event register set).
+    pub(super) fn on_smmu_sev(&mut self, now: SimTime) {
+        for cpu in 0..self.cpus.len() as u32 {
+            let w = &mut self.host().waits[cpu as usize];
+            if w.asleep {
+                self.host().counters.wakes_by_sev += 1;
+                self.smmu_wake(now, cpu);
+            } else {
+                w.event = true;
+            }
+        }
     }
 
     /// The CMD_SYNC's MSI write lands: the slot's line is written by the SMMU.
@@ -1054,6 +1052,9 @@ impl System {
                     value: data as u64,
                 },
             );
+            if self.costs.smmu_host.io_write_lands == IoWriteLands::Memory {
+                arm.host.lines[l].line.write_back_to_memory();
+            }
             self.wake_monitors(now, l, None);
         }
     }
@@ -1109,6 +1110,7 @@ impl System {
         Some(SmmuHostReport {
             poll_mode: host.drv.poll.label(),
             call_latency_ns: LatencySummary::of(&host.calls),
+            poll_window_ns: LatencySummary::of(&host.poll_windows),
             loads,
             host: host.counters,
             cmdq: *arm.smmu.cmdq.counters(),
@@ -1139,6 +1141,10 @@ pub struct SmmuHostReport {
     /// Every `issue_cmdlist` call (loads and transmit paths), from masking
     /// interrupts to unmasking them, ns.
     pub call_latency_ns: LatencySummary,
+    /// From a CPU's PROD write to its `arm_smmu_cmdq_poll_until_sync` returning, over
+    /// the calls whose CPU wrote PROD (the owners; a call whose sync another CPU
+    /// published is not in it). This is the wait seed 004 quotes (280 vs 190 ns).
+    pub poll_window_ns: LatencySummary,
     /// One entry per scenario SMMU load.
     pub loads: Vec<SmmuLoadReport>,
     /// What the CPUs did on the queue, every caller together (loads and unmaps of

@@ -46,8 +46,9 @@ use super::{CpuActivity, Event, System, LATENCY_MAX_NS};
 use crate::engine::{Coroutine, Priority, RngStreams};
 use crate::kernel::ipi::{
     call_function_interrupt, smp_call_function_many, ApicMaps, CpuMask, IpiMode, IpiOp, IpiPort,
-    CALL_FUNCTION_SINGLE_VECTOR, CALL_FUNCTION_VECTOR,
+    ShootdownKernel, CALL_FUNCTION_SINGLE_VECTOR, CALL_FUNCTION_VECTOR,
 };
+use crate::kernel::tlb_2011::{flush_tlb_others_ipi, slot_of_vector};
 use crate::report::LatencySummary;
 use crate::topology::Distance;
 
@@ -69,9 +70,14 @@ pub struct ShootdownConfig {
     pub target_socket: Option<u32>,
     /// Requests per initiator: `fixed` or `poisson`, as for a device's arrival.
     pub arrival: ArrivalProcess,
-    /// `"cluster"` (default) or `"physical"`: Linux's x2APIC IPI driver.
+    /// `"cluster"` (default), `"physical"` or `"cluster-per-cpu"` (the cluster-mode
+    /// send before Linux 2.6.39): Linux's x2APIC IPI driver.
     #[serde(default)]
     pub ipi_mode: IpiMode,
+    /// `"smp-call-function-many"` (default, today's) or `"flush-tlb-others-2011"`
+    /// (Linux 2.6.38's shared-mask shootdown).
+    #[serde(default)]
+    pub kernel: ShootdownKernel,
     /// Calls per initiator before its stream stops; unset means no limit.
     #[serde(default)]
     pub calls: Option<u64>,
@@ -157,6 +163,16 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 }
             }
         }
+        if l.kernel == ShootdownKernel::FlushTlbOthers2011 && n > super::xcall_2011::MAX_MASK_CPUS {
+            return Err(ScenarioError::invalid(
+                f("kernel"),
+                format!("\"flush-tlb-others-2011\" on {n} CPUs"),
+                format!(
+                    "at most {} CPUs: the 2.6.38 flush_state keeps its cpumask in one cache line",
+                    super::xcall_2011::MAX_MASK_CPUS
+                ),
+            ));
+        }
         l.arrival.validate(&f("arrival"))?;
         if l.arrival.mean_rate_per_s() < MIN_RATE_PER_S {
             return Err(ScenarioError::invalid(
@@ -174,6 +190,10 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         }
     }
     if !sc.shootdowns.is_empty() {
+        let old_kernel = sc
+            .shootdowns
+            .iter()
+            .any(|l| l.kernel == ShootdownKernel::FlushTlbOthers2011);
         for (i, d) in sc.devices.iter().enumerate() {
             let v = d.vector as u8;
             if v == CALL_FUNCTION_VECTOR.0 || v == CALL_FUNCTION_SINGLE_VECTOR.0 {
@@ -181,6 +201,13 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                     format!("devices[{i}].vector"),
                     format!("{v:#x}"),
                     "a vector other than 0xfb and 0xfc, Linux's call-function vectors, when the scenario has shootdowns",
+                ));
+            }
+            if old_kernel && slot_of_vector(Vector(v)).is_some() {
+                return Err(ScenarioError::invalid(
+                    format!("devices[{i}].vector"),
+                    format!("{v:#x}"),
+                    "a vector outside 0xf0-0xf7, Linux 2.6.38's TLB-invalidate vectors, when a shootdown runs flush-tlb-others-2011",
                 ));
             }
         }
@@ -220,6 +247,7 @@ struct Initiator {
 pub(super) struct Load {
     name: String,
     mode: IpiMode,
+    kernel: ShootdownKernel,
     arrival: ArrivalProcess,
     /// Targets before each initiator leaves itself out.
     mask: CpuMask,
@@ -238,25 +266,41 @@ pub struct SenderPhases {
     /// Completed calls from start to return, interrupts included (exact; the
     /// latency histogram rounds to 3 significant digits).
     pub calls_ps: u64,
-    /// Queueing CSDs: set-up, the CSD's lock word, the target's queue head.
+    /// Queueing CSDs: set-up, the CSD's lock word, the target's queue head (for
+    /// `flush-tlb-others-2011`: locking and filling `flush_state`, and unlocking it).
     pub queue_csd_ps: u64,
-    /// The WRMSR fence before ICR writes.
+    /// The WRMSR fence before ICR writes, and masking interrupts around them.
     pub fence_ps: u64,
     /// ICR WRMSRs.
     pub icr_ps: u64,
-    /// `csd_lock_wait`: polling and spinning until every target's unlock is seen.
+    /// `csd_lock_wait`: polling and spinning until every target's unlock is seen (for
+    /// `flush-tlb-others-2011`: polling `flush_cpumask` until it is empty).
     pub wait_ps: u64,
 }
 
 impl SenderPhases {
     fn charge(&mut self, op: IpiOp, d: Duration) {
         let slot = match op {
-            IpiOp::QueueCsd(_) => &mut self.queue_csd_ps,
-            IpiOp::WrmsrFence => &mut self.fence_ps,
+            IpiOp::QueueCsd(_)
+            | IpiOp::FlushStateLock(_)
+            | IpiOp::FlushStateFill(_)
+            | IpiOp::FlushMaskSet(..)
+            | IpiOp::FlushStateUnlock(_) => &mut self.queue_csd_ps,
+            IpiOp::WrmsrFence | IpiOp::LocalIrqSave | IpiOp::LocalIrqRestore => {
+                &mut self.fence_ps
+            }
             IpiOp::WriteIcr(_) => &mut self.icr_ps,
-            IpiOp::WaitCsd(_) => &mut self.wait_ps,
+            IpiOp::WaitCsd(_) | IpiOp::LoadsRetired | IpiOp::FlushMaskPoll(_) | IpiOp::CpuRelax => {
+                &mut self.wait_ps
+            }
             // Target-side operations never run in a sender's task.
-            IpiOp::Eoi | IpiOp::TakeQueue | IpiOp::RunCsdFunc(_) | IpiOp::UnlockCsd(_) => return,
+            IpiOp::Eoi
+            | IpiOp::TakeQueue
+            | IpiOp::RunCsdFunc(_)
+            | IpiOp::UnlockCsd(_)
+            | IpiOp::FlushMaskTest(_)
+            | IpiOp::FlushTlbLocal
+            | IpiOp::FlushMaskClear(_) => return,
         };
         *slot += d.as_ps();
     }
@@ -298,6 +342,13 @@ pub(super) struct Xcall {
     targets_buf: Vec<ApicId>,
     /// Algorithms started with `System::run_on` that returned.
     pub user_tasks_done: u64,
+    /// Per CPU: when its APIC can take the next ICR write.
+    icr_free: Vec<SimTime>,
+    /// Per CPU: completion times of its independent loads in flight (at most
+    /// `costs.cpu.fill_buffers`).
+    misses: Vec<std::collections::VecDeque<SimTime>>,
+    /// The 2.6.38 `flush_state` lines, by slot.
+    pub(super) flush_states: BTreeMap<u8, super::xcall_2011::FlushState>,
 }
 
 impl Xcall {
@@ -330,6 +381,7 @@ impl Xcall {
             loads.push(Load {
                 name,
                 mode: l.ipi_mode,
+                kernel: l.kernel,
                 arrival: l.arrival.clone(),
                 mask: CpuMask::from_cpus(n, l.target_cpus(sc).into_iter().map(CpuId)),
                 initiators,
@@ -358,10 +410,21 @@ impl Xcall {
             ipis: IpiCounts::default(),
             targets_buf: Vec::new(),
             user_tasks_done: 0,
+            icr_free: vec![SimTime::ZERO; n as usize],
+            misses: vec![std::collections::VecDeque::new(); n as usize],
+            flush_states: BTreeMap::new(),
         })
     }
 
-    fn distance(&self, a: u32, b: u32) -> Distance {
+    /// Whether a load runs Linux 2.6.38's shootdown (its invalidate vectors then have
+    /// their handler).
+    pub(super) fn runs_2011(&self) -> bool {
+        self.loads
+            .iter()
+            .any(|l| l.kernel == ShootdownKernel::FlushTlbOthers2011)
+    }
+
+    pub(super) fn distance(&self, a: u32, b: u32) -> Distance {
         let (x, y) = (self.place[a as usize], self.place[b as usize]);
         if a == b {
             Distance::SameCpu
@@ -381,7 +444,7 @@ pub fn is_call_function_vector(vector: Vector) -> bool {
 }
 
 /// How an issued cross-call operation proceeds.
-enum Issued {
+pub(super) enum Issued {
     /// It keeps the CPU busy for this long and then yields this value.
     Busy(Duration, u64),
     /// `csd_lock_wait` on a CSD still locked: the task spins on this target.
@@ -453,9 +516,14 @@ impl System {
         l.initiators[initiator as usize].queued -= 1;
         l.started += 1;
         let (maps, mode, mask) = (Rc::clone(&self.xcall.maps), l.mode, l.mask.clone());
-        let co = Coroutine::new(move |port| {
-            smp_call_function_many(IpiPort::new(port), maps, mode, CpuId(cpu), mask)
-        });
+        let co = match l.kernel {
+            ShootdownKernel::SmpCallFunctionMany => Coroutine::new(move |port| {
+                smp_call_function_many(IpiPort::new(port), maps, mode, CpuId(cpu), mask)
+            }),
+            ShootdownKernel::FlushTlbOthers2011 => Coroutine::new(move |port| {
+                flush_tlb_others_ipi(IpiPort::new(port), maps, mode, CpuId(cpu), mask)
+            }),
+        };
         self.cpus[c].task = Some(Task::new(
             TaskCo::CrossCall(co),
             TaskKind::Shootdown(load),
@@ -542,6 +610,28 @@ impl System {
         }))
     }
 
+    /// A load of `cpu` that misses, costing `latency`, which the core can overlap with
+    /// its other independent misses: it waits only for a free fill buffer (the oldest
+    /// miss in flight when all are busy); `IpiOp::LoadsRetired` waits for the rest.
+    fn independent_load(&mut self, now: SimTime, cpu: u32, latency: Duration) -> Duration {
+        let fill_buffers = self.costs.cpu.fill_buffers.max(1) as usize;
+        let q = &mut self.xcall.misses[cpu as usize];
+        q.retain(|&done| done > now);
+        let start = if q.len() >= fill_buffers {
+            q.iter().copied().min().expect("full")
+        } else {
+            now
+        };
+        if let Some(i) = q.iter().position(|&d| d == start) {
+            if q.len() >= fill_buffers {
+                q.remove(i);
+            }
+        }
+        q.push_back(start + latency);
+        // Issuing the load takes an L1-hit's time; the miss itself runs on.
+        start.since(now) + self.freq.cycles_f64(self.costs.pid_line.l1_hit_cycles)
+    }
+
     /// Issues a cross-call operation of `cpu` (task or handler) at `now`.
     fn issue_ipi_op(&mut self, now: SimTime, cpu: u32, op: IpiOp) -> Issued {
         let c = cpu as usize;
@@ -550,7 +640,9 @@ impl System {
         match op {
             IpiOp::WrmsrFence => Issued::Busy(self.freq.cycles_f64(ipi.fence_cycles), 0),
             IpiOp::WriteIcr(icr) => {
-                let d = self.costs.apic.msr_time(MSR_ICR, self.freq);
+                // The write waits until the APIC has handed off the previous message.
+                let start = now.max(self.xcall.icr_free[c]);
+                let d = start.since(now) + self.costs.apic.msr_time(MSR_ICR, self.freq);
                 self.xcall.ipis.icr_writes += 1;
                 if let Some(load) = self.cpus[c].task.as_ref().and_then(|t| t.shootdown_load()) {
                     self.xcall.loads[load as usize].icr_writes += 1;
@@ -601,10 +693,34 @@ impl System {
                     csd.spinner = true;
                     Issued::Spin(t)
                 } else {
-                    let overlap = ipi.ack_poll_overlap.max(1.0);
-                    Issued::Busy(Duration((d.0 as f64 / overlap).round() as u64), 0)
+                    Issued::Busy(self.independent_load(now, cpu, d), 0)
                 }
             }
+            IpiOp::LoadsRetired => {
+                let q = &mut self.xcall.misses[c];
+                let last = q.iter().copied().max().unwrap_or(now);
+                q.clear();
+                Issued::Busy(last.max(now).since(now), 0)
+            }
+            IpiOp::LocalIrqSave | IpiOp::LocalIrqRestore => {
+                if let Some(task) = self.cpus[c].task.as_mut() {
+                    if op == IpiOp::LocalIrqSave {
+                        task.irq_off += 1;
+                    } else {
+                        task.irq_off = task.irq_off.saturating_sub(1);
+                    }
+                }
+                Issued::Busy(self.freq.cycles_f64(self.costs.smmu_host.irq_mask_cycles), 0)
+            }
+            IpiOp::CpuRelax => Issued::Busy(self.freq.cycles_f64(ipi.pause_cycles), 0),
+            IpiOp::FlushStateLock(_)
+            | IpiOp::FlushStateFill(_)
+            | IpiOp::FlushMaskSet(..)
+            | IpiOp::FlushMaskPoll(_)
+            | IpiOp::FlushStateUnlock(_)
+            | IpiOp::FlushMaskTest(_)
+            | IpiOp::FlushTlbLocal
+            | IpiOp::FlushMaskClear(_) => self.issue_flush_op(now, cpu, op),
             IpiOp::Eoi => {
                 let fx = self.cpus[c].apic.wrmsr(now, MSR_EOI, 0);
                 if fx.faulted() {
@@ -642,6 +758,10 @@ impl System {
     /// Effects that land when a cross-call operation completes: an unlock becomes
     /// visible, and a sender spinning on it sees it one load later.
     pub(super) fn complete_ipi_op(&mut self, now: SimTime, cpu: u32, op: IpiOp) {
+        if let IpiOp::FlushMaskClear(slot) = op {
+            self.complete_flush_clear(cpu, slot);
+            return;
+        }
         let IpiOp::UnlockCsd(i) = op else { return };
         let sender = self.xcall.queues[cpu as usize].taken[i];
         let csd = self.xcall.csds.get_mut(&(sender, cpu)).expect("queued");
@@ -698,18 +818,23 @@ impl System {
         let mut targets = std::mem::take(&mut self.xcall.targets_buf);
         targets.clear();
         self.xcall.apic_topo.resolve_into(&msg, &mut targets);
+        let mut accepted = at;
         for &id in &targets {
             let cpu = *self
                 .apic_to_cpu
                 .get(&id.0)
                 .expect("the APIC topology holds only this machine's IDs");
+            let distance = self.xcall.distance(from, cpu);
             let flight = self
                 .costs
                 .interconnect
-                .ipi_flight(&self.costs.apic, self.xcall.distance(from, cpu));
+                .ipi_flight(&self.costs.apic, distance);
+            accepted = accepted.max(at + self.costs.interconnect.icr_accept(distance));
             self.queue
                 .schedule(at + flight, Priority::APIC, Event::IpiArrive { cpu, msg });
         }
+        let free = &mut self.xcall.icr_free[from as usize];
+        *free = (*free).max(accepted);
         self.xcall.targets_buf = targets;
     }
 
@@ -777,6 +902,9 @@ impl System {
         for (&(s, t), csd) in &self.xcall.csds {
             add("csd", format!("csd/{s}/{t}"), &csd.line);
         }
+        for (slot, f) in &self.xcall.flush_states {
+            add("flush_state", format!("flush_state/{slot}"), &f.line);
+        }
         for (t, q) in self.xcall.queues.iter().enumerate() {
             if q.line.occupancy().transfers > 0 || !q.line.all_counters().is_empty() {
                 add(
@@ -803,7 +931,7 @@ const MOST_WAITED_LINES: usize = 8;
 /// One access to a shared data line by `agent`, issued at `now`: waits while another
 /// transfer of the line is in flight, then takes the MESI cost. Returns the time from
 /// `now` to the end of the access.
-fn line_access(
+pub(super) fn line_access(
     line: &mut DataLine,
     agent: Agent,
     op: LineOp,
@@ -829,7 +957,8 @@ pub struct XcallReport {
     pub shootdowns: Vec<ShootdownReport>,
     /// IPI counts of every sender and target.
     pub ipis: IpiCounts,
-    /// The shared lines of cross calls, by kind (`csd`, `call_single_queue`).
+    /// The shared lines of cross calls, by kind (`csd`, `call_single_queue`,
+    /// `flush_state`).
     pub lines: BTreeMap<&'static str, LineKindReport>,
     /// The lines whose requesters waited longest for a transfer in flight, named.
     pub most_waited_lines: Vec<NamedLine>,

@@ -1,4 +1,5 @@
-//! Every published figure of the x86 seeds that an experiment reproduces.
+//! Every published figure of the seeds that an experiment reproduces: the x86 seeds
+//! here, seeds 001, 003 and 004 in [`super::arm_apic_figures`].
 //!
 //! Values are set beside the model's value of the same quantity; comparisons (one
 //! published value over another of the same test) beside the model's ratio. Sources:
@@ -44,7 +45,7 @@ pub struct Figure {
     pub model: fn(&Results) -> f64,
 }
 
-fn get(r: &Results, p: Point, key: &str) -> f64 {
+pub(super) fn get(r: &Results, p: Point, key: &str) -> f64 {
     r.get(&p)
         .and_then(|row| row.get(key))
         .and_then(|v| v.as_f64())
@@ -89,8 +90,8 @@ fn l1_misses_per_s(r: &Results, p: Point) -> f64 {
         * get(r, p, "irq_rate_mps")
 }
 
-/// Every figure, seed by seed.
-pub const FIGURES: &[Figure] = &[
+/// Every figure of the x86 seeds (000, 002), seed by seed.
+pub const X86_FIGURES: &[Figure] = &[
     // ---- seed 000: NVMe ----
     Figure {
         id: "000-nvme4-remapped-msis-per-vector",
@@ -533,3 +534,10 @@ pub const FIGURES: &[Figure] = &[
         model: |r| get(r, VMD_B12, "cpu_idle_frac") / get(r, VMD_M12, "cpu_idle_frac"),
     },
 ];
+
+/// Every figure: the x86 seeds', then seeds 001, 003 and 004.
+pub fn all() -> impl Iterator<Item = &'static Figure> {
+    X86_FIGURES
+        .iter()
+        .chain(super::arm_apic_figures::FIGURES.iter())
+}

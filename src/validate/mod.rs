@@ -2,7 +2,7 @@
 //! an experiment reproduces, and how the comparisons move when one assumed or
 //! calibrated cost moves.
 //!
-//! Each figure ([`figures::FIGURES`]) is a published value or a ratio of two published
+//! Each figure ([`figures::all`]) is a published value or a ratio of two published
 //! values of one test. A value's magnitude holds when the model is within
 //! [`MAGNITUDE`] of it. A comparison's direction holds when the model's ratio is on
 //! the same side of 1; a published difference under [`TIE`] is a tie, which holds when
@@ -14,6 +14,7 @@
 //! on that platform, and lists every comparison whose direction (or tie) changes,
 //! with the field and, by bisection, the factor at which it changes.
 
+pub mod arm_apic_figures;
 pub mod figures;
 pub mod points;
 
@@ -24,7 +25,7 @@ use serde_json::Value;
 
 use crate::experiments::FieldSet;
 use crate::sweep::path::FieldPath;
-use figures::{Figure, Kind, FIGURES};
+use figures::{Figure, Kind};
 use points::{run_jobs, Job, Point, Results};
 
 /// A model value within this fraction of the published one has the right magnitude.
@@ -145,8 +146,7 @@ pub struct Validation {
 }
 
 fn all_points() -> Vec<Point> {
-    let set: BTreeSet<Point> = FIGURES
-        .iter()
+    let set: BTreeSet<Point> = figures::all()
         .flat_map(|f| f.points.iter().copied())
         .collect();
     set.into_iter().collect()
@@ -217,7 +217,7 @@ fn moved_sets(field: &str, factor: f64) -> impl Fn(Point) -> Vec<FieldSet> + '_ 
 pub fn validate(seed: u64, sensitivity: bool, threads: usize) -> Validation {
     let points = all_points();
     let base = run(&points, &|_| Vec::new(), seed, threads);
-    let rows: Vec<Comparison> = FIGURES.iter().map(|f| compare(f, &base)).collect();
+    let rows: Vec<Comparison> = figures::all().map(|f| compare(f, &base)).collect();
     let sensitivity = sensitivity.then(|| sensitivity_of(&base, &points, seed, threads));
     Validation {
         seed,
@@ -268,7 +268,7 @@ fn sensitivity_of(base: &Results, points: &[Point], seed: u64, threads: usize) -
     let mut flips = Vec::new();
     for ((field, factor_bits), results) in &moved_results {
         let factor = f64::from_bits(*factor_bits);
-        for f in FIGURES.iter().filter(|f| f.kind == Kind::Comparison) {
+        for f in figures::all().filter(|f| f.kind == Kind::Comparison) {
             let from = Direction::of((f.model)(base));
             let to = Direction::of((f.model)(results));
             if from != to {
@@ -410,8 +410,7 @@ mod tests {
 
     #[test]
     fn every_figure_names_points_that_exist_and_only_calibration_inputs_are_marked() {
-        let calibrated: Vec<&str> = FIGURES
-            .iter()
+        let calibrated: Vec<&str> = figures::all()
             .filter(|f| f.calibration)
             .map(|f| f.id)
             .collect();
@@ -421,7 +420,7 @@ mod tests {
             ["000-nvme4-remapped-msis-per-vector", "000-polled-iops"]
         );
         let mut ids = BTreeSet::new();
-        for f in FIGURES {
+        for f in figures::all() {
             assert!(ids.insert(f.id), "duplicate figure {}", f.id);
             assert!(f.published.is_finite() && f.published > 0.0, "{}", f.id);
             if f.kind == Kind::Comparison {

@@ -7,7 +7,11 @@ use std::sync::Mutex;
 use devices::VmdMode;
 use serde_json::Value;
 
-use crate::experiments::{coalesce_loops, nvme_posted, pir_variants, vmd, ExperimentCtx, FieldSet};
+use crate::experiments::{
+    coalesce_loops, ipi_cluster, nvme_posted, pir_variants, smmu_cmdsync, vmd, ExperimentCtx,
+    FieldSet,
+};
+use crate::kernel::ipi::{IpiMode, ShootdownKernel};
 use crate::DeliveryMode;
 
 /// One point of one experiment, as its row function runs it.
@@ -21,6 +25,32 @@ pub enum Point {
     Nvme(bool, u32),
     /// `vmd`: drives, bypass or remap, merging.
     Vmd(u32, bool, bool),
+    /// `smmu-cmdsync`: MSI polling on or off, a workload, CPUs or threads.
+    Smmu(bool, &'static str, u32),
+    /// `ipi-cluster`: `flush-tlb-others-2011` (true) or `smp-call-function-many`, the
+    /// x2APIC send, targets (the first N CPUs of socket 1).
+    Ipi(bool, IpiModeKey, u32),
+}
+
+/// An x2APIC send, orderable (for [`Point`]'s keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum IpiModeKey {
+    /// `physical`.
+    Physical,
+    /// `cluster` (the patch's per-cluster send).
+    Cluster,
+    /// `cluster-per-cpu` (the send before the patch).
+    ClusterPerCpu,
+}
+
+impl IpiModeKey {
+    fn mode(self) -> IpiMode {
+        match self {
+            IpiModeKey::Physical => IpiMode::Physical,
+            IpiModeKey::Cluster => IpiMode::Cluster,
+            IpiModeKey::ClusterPerCpu => IpiMode::ClusterPerCpu,
+        }
+    }
 }
 
 impl Point {
@@ -31,6 +61,8 @@ impl Point {
             Point::Loops(..) => pir_variants::PLATFORM,
             Point::Nvme(..) => nvme_posted::PLATFORM,
             Point::Vmd(..) => vmd::PLATFORM,
+            Point::Smmu(..) => smmu_cmdsync::PLATFORM,
+            Point::Ipi(..) => ipi_cluster::PLATFORM,
         }
     }
 
@@ -54,6 +86,25 @@ impl Point {
                     VmdMode::Remap
                 };
                 serde_json::to_value(vmd::point(ctx, drives, mode, merge))
+            }
+            Point::Smmu(msipoll, workload, cpus) => {
+                serde_json::to_value(smmu_cmdsync::point(ctx, msipoll, workload, cpus))
+            }
+            Point::Ipi(old, mode, targets) => {
+                let kernel = if old {
+                    ShootdownKernel::FlushTlbOthers2011
+                } else {
+                    ShootdownKernel::SmpCallFunctionMany
+                };
+                let config = ipi_cluster::Config::of(ctx).expect("validate sets valid fields");
+                serde_json::to_value(ipi_cluster::point(
+                    ctx,
+                    &config,
+                    kernel,
+                    mode.mode(),
+                    targets,
+                    "socket1",
+                ))
             }
         };
         row.expect("rows serialize")

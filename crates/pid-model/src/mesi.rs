@@ -187,7 +187,8 @@ impl Mesi {
 /// Where the line's data lives while no agent holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Residence {
-    /// Never touched: only in DRAM of the home socket.
+    /// Only in DRAM of the home socket: never touched, or written by an I/O agent
+    /// whose write the home agent did not allocate in the LLC.
     Memory,
     /// In the LLC of the home socket (after the IOMMU's write-back).
     Llc,
@@ -481,6 +482,17 @@ impl<D: LineData> Line<D> {
     /// Where the data lives when nobody holds it.
     pub fn residence(&self) -> Residence {
         self.residence
+    }
+    /// The home agent sends the line to DRAM without keeping it in the LLC, as it does
+    /// with a non-allocating write from an I/O agent: the next miss is a memory read.
+    /// Only when no agent holds it (after an uncached agent's write, nobody does);
+    /// otherwise nothing changes and `false` is returned.
+    pub fn write_back_to_memory(&mut self) -> bool {
+        if !self.holders.is_empty() {
+            return false;
+        }
+        self.residence = Residence::Memory;
+        true
     }
     /// Agents holding the line, each with its state (never I).
     pub fn holders(&self) -> &[(Agent, Mesi)] {
@@ -879,6 +891,19 @@ mod tests {
             .validate_op(dma, &LineOp::Xchg { word: 0, value: 1 })
             .is_err());
         assert!(l.validate_op(dma, &post(0x40)).is_err());
+    }
+
+    #[test]
+    fn a_non_allocating_io_write_sends_the_next_load_to_memory() {
+        let dma = Agent::dma(7, 0);
+        let mut l = DataLine::with_data(Words::default(), 0);
+        let _ = l.perform(C0, LineOp::Load { word: 0 });
+        assert!(!l.write_back_to_memory(), "a core still holds it");
+        let _ = l.perform(dma, LineOp::Store { word: 0, value: 9 });
+        assert!(l.write_back_to_memory());
+        let r = l.perform(C0, LineOp::Load { word: 0 });
+        assert_eq!((r.kind, r.word()), (AccessKind::Memory, Some(9)));
+        l.check_invariants().unwrap();
     }
 
     #[test]

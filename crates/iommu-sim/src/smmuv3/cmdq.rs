@@ -54,11 +54,11 @@ pub const ENTRIES_PER_LINE: u32 = 4;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CmdqCosts {
-    /// Reading one 64-byte line of the ring (up to four commands). Nanoseconds.
-    /// Default 81 ns: local DRAM idle latency (FD.io CSIT "Calibration Data -
-    /// Cascadelake", Intel MLC, COST-SOURCES.md). A coherent SMMU may find the line in
-    /// the producer's cache or the LLC and pay less (line Modified in another core
-    /// 55.6 ns, same source); we keep the memory figure as the conservative default.
+    /// The SMMU's own part of reading one 64-byte line of the ring (up to four
+    /// commands): issuing the read and taking the data in. Nanoseconds. Default 4 ns:
+    /// assumption, a few cycles of a ~1 GHz SMMU clock. Where the line is (a core's
+    /// cache, the LLC, DRAM) and the trip to it are the memory system's: an engine
+    /// adds them with [`CommandQueue::next_consume_with_fetch`].
     pub fetch_line_ns: f64,
     /// Decoding one command and dispatching it. Nanoseconds. Default 4 ns: assumption,
     /// a few cycles of a ~1 GHz SMMU clock.
@@ -92,17 +92,17 @@ pub struct CmdqCosts {
     /// TBUs' sync handshake, forming the completion signal). Nanoseconds. Default
     /// 40 ns: assumption.
     pub sync_ns: f64,
-    /// From CMD_SYNC completion until its MSI write is visible in the coherent
-    /// memory system (it invalidates the poller's copy of the line and lands in the
-    /// home node). Nanoseconds. Default 60 ns: assumption, one coherent line transfer
-    /// (55.6 ns, FD.io CSIT Cascade Lake MLC c2c) plus issue.
+    /// The SMMU's own part of a CMD_SYNC's MSI write: forming it and issuing it.
+    /// Nanoseconds. Default 4 ns: assumption, a few SMMU cycles. The trip to the
+    /// line's home and the invalidation of cached copies are the memory system's: the
+    /// engine adds them after `visible_at`'s SMMU-side instant.
     pub msi_write_ns: f64,
 }
 
 impl Default for CmdqCosts {
     fn default() -> Self {
         CmdqCosts {
-            fetch_line_ns: 81.0,
+            fetch_line_ns: 4.0,
             decode_ns: 4.0,
             tlbi_va_ns: 20.0,
             tlbi_asid_ns: 20.0,
@@ -112,7 +112,7 @@ impl Default for CmdqCosts {
             other_ns: 10.0,
             invalidation_complete_ns: 250.0,
             sync_ns: 40.0,
-            msi_write_ns: 60.0,
+            msi_write_ns: 4.0,
         }
     }
 }
@@ -507,6 +507,23 @@ impl CommandQueue {
     /// Starts consuming the command at CONS if the consumer is idle, the queue is not
     /// stopped by an error, and PROD is ahead. Returns when it will be done.
     pub fn next_consume(&mut self, now: SimTime) -> Option<ConsumeStart> {
+        self.next_consume_with_fetch(now, Duration::ZERO)
+    }
+
+    /// Whether the next command needs a new line of the ring read (none of the last
+    /// line's commands are left).
+    pub fn fetches_line(&self) -> bool {
+        self.prefetched == 0
+    }
+
+    /// [`next_consume`](Self::next_consume), with `memory_path` added to a line fetch:
+    /// the memory system's part of the read (the trip to the line and the snoop of
+    /// whoever holds it), which the engine prices with its coherence model.
+    pub fn next_consume_with_fetch(
+        &mut self,
+        now: SimTime,
+        memory_path: Duration,
+    ) -> Option<ConsumeStart> {
         if self.in_flight.is_some() || self.error.is_some() || self.pending() == 0 {
             return None;
         }
@@ -516,7 +533,7 @@ impl CommandQueue {
             let to_line_end = ENTRIES_PER_LINE - g.idx(self.cons) % ENTRIES_PER_LINE;
             self.prefetched = to_line_end.min(self.pending());
             self.counters.line_fetches += 1;
-            t += self.costs.fetch_line;
+            t += self.costs.fetch_line + memory_path;
         }
         self.prefetched -= 1;
         t += self.costs.decode;
@@ -833,7 +850,7 @@ mod tests {
             panic!("{:?}", out[1].1)
         };
         assert_eq!((addr, data, queue_slot), (msi_addr, 0, Some(QueuePtr(1))));
-        assert_eq!(visible_at, sync_done + ns(60));
+        assert_eq!(visible_at, sync_done + ns(4));
         // The engine applies the write when it becomes visible.
         assert!(cq.write_memory32(addr, data));
         assert_eq!(cq.entry_word0(sync_at), 0);

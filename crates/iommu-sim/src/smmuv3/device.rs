@@ -6,7 +6,7 @@ use super::error::SmmuError;
 use super::regs::{SmmuFeatures, SyncPollMode};
 use super::translate::{DmaRequest, TranslateConfig, TranslateOutcome, Translator};
 use serde::{Deserialize, Serialize};
-use sim_core::SimTime;
+use sim_core::{Duration, SimTime};
 
 /// Everything that configures one SMMU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,6 +81,15 @@ impl Smmu {
     /// See [`CommandQueue::next_consume`].
     pub fn next_consume(&mut self, now: SimTime) -> Option<ConsumeStart> {
         self.cmdq.next_consume(now)
+    }
+
+    /// See [`CommandQueue::next_consume_with_fetch`].
+    pub fn next_consume_with_fetch(
+        &mut self,
+        now: SimTime,
+        memory_path: Duration,
+    ) -> Option<ConsumeStart> {
+        self.cmdq.next_consume_with_fetch(now, memory_path)
     }
 
     /// Completes the command in flight and applies an invalidation to the caches.
