@@ -512,6 +512,12 @@ mod tests {
         }
         let bad = InterconnectCosts {
             ipi_cross_socket_extra_ns: f64::NAN,
+            ..InterconnectCosts::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = InterconnectCosts {
+            icr_accept_cross_socket_ns: -1.0,
+            ..InterconnectCosts::default()
         };
         assert!(bad.validate().is_err());
         assert!(InterconnectCosts::default().validate().is_ok());

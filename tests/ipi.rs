@@ -5,7 +5,7 @@
 
 use irqsim::apic_sim::{DeliveryMode as IcrDelivery, DestMode, Icr, Shorthand, TriggerMode};
 use irqsim::devices::ArrivalProcess;
-use irqsim::kernel::ipi::IpiMode;
+use irqsim::kernel::ipi::{IpiMode, ShootdownKernel};
 use irqsim::report::Report;
 use irqsim::sim_core::{CpuId, Vector};
 use irqsim::system::xcall::ShootdownConfig;
@@ -16,6 +16,17 @@ use proptest::prelude::*;
 
 /// One shootdown from `from` to `targets` at 1 us on an idle `spec` machine.
 fn one_call(spec: TopologySpec, from: u32, targets: Vec<u32>, mode: IpiMode) -> Scenario {
+    kernel_call(spec, from, targets, mode, ShootdownKernel::SmpCallFunctionMany)
+}
+
+/// The same with the shootdown algorithm of `kernel`.
+fn kernel_call(
+    spec: TopologySpec,
+    from: u32,
+    targets: Vec<u32>,
+    mode: IpiMode,
+    kernel: ShootdownKernel,
+) -> Scenario {
     Scenario::builder()
         .duration_us(2000.0)
         .mode(DeliveryMode::Remapped)
@@ -29,6 +40,7 @@ fn one_call(spec: TopologySpec, from: u32, targets: Vec<u32>, mode: IpiMode) -> 
                 interval_ns: 1000.0,
             },
             ipi_mode: mode,
+            kernel,
             calls: Some(1),
         })
         .into_unvalidated()
@@ -52,7 +64,8 @@ proptest! {
         threads in 1u32..3,
         sender_pick in any::<u32>(),
         bits in proptest::collection::vec(any::<bool>(), 96),
-        cluster_mode in any::<bool>(),
+        mode_pick in 0usize..3,
+        old_kernel in any::<bool>(),
     ) {
         let spec = TopologySpec::new(sockets, cores, threads);
         let topo = Topology::new(spec).unwrap();
@@ -60,8 +73,13 @@ proptest! {
         let sender = sender_pick % n;
         let targets: Vec<u32> = (0..n).filter(|&c| bits[c as usize] && c != sender).collect();
         prop_assume!(!targets.is_empty());
-        let mode = if cluster_mode { IpiMode::Cluster } else { IpiMode::Physical };
-        let (report, sys) = run(&one_call(spec, sender, targets.clone(), mode));
+        let mode = [IpiMode::Physical, IpiMode::Cluster, IpiMode::ClusterPerCpu][mode_pick];
+        let kernel = if old_kernel {
+            ShootdownKernel::FlushTlbOthers2011
+        } else {
+            ShootdownKernel::SmpCallFunctionMany
+        };
+        let (report, sys) = run(&kernel_call(spec, sender, targets.clone(), mode, kernel));
         let x = report.cross_calls.as_ref().unwrap();
         prop_assert_eq!(x.shootdowns[0].completed, 1);
         prop_assert_eq!(x.ipis.funcs_run as usize, targets.len());
@@ -75,10 +93,12 @@ proptest! {
         clusters.sort_unstable();
         clusters.dedup();
         let all_others = targets.len() as u32 == n - 1 && n > 2;
+        // Today's call has a single-target IPI and the all-but-self shorthand; the
+        // 2.6.38 shootdown always goes through the driver's mask send.
         let want_writes = match (targets.len(), mode) {
-            (1, _) => 1,
-            _ if all_others => 1, // the all-but-self shorthand
-            (t, IpiMode::Physical) => t as u64,
+            (1, _) if !old_kernel => 1,
+            _ if all_others && !old_kernel => 1,
+            (t, IpiMode::Physical | IpiMode::ClusterPerCpu) => t as u64,
             (_, IpiMode::Cluster) => clusters.len() as u64,
         };
         prop_assert_eq!(x.shootdowns[0].icr_writes, want_writes);
@@ -119,14 +139,19 @@ fn a_whole_socket_costs_one_write_per_cluster_in_cluster_mode() {
     let (c, _) = run(&one_call(spec, 0, socket1, IpiMode::Cluster));
     let load = |r: &Report| r.cross_calls.as_ref().unwrap().shootdowns[0].clone();
     assert_eq!((load(&p).icr_writes, load(&c).icr_writes), (40, 3));
-    // One ICR write costs the cost table's WRMSR-to-ICR, whatever its value.
+    // One ICR write costs the cost table's WRMSR-to-ICR, and every write after the
+    // first waits for the previous message's cross-socket acceptance.
     let costs = irqsim::system::Costs::default();
     let icr_ps = irqsim::sim_core::Freq::from_mhz(costs.cpu.freq_mhz)
         .unwrap()
         .cycles(costs.apic.wrmsr_icr_cycles as u64)
         .as_ps();
-    assert_eq!(load(&p).sender_phases.icr_ps, 40 * icr_ps);
-    assert_eq!(load(&c).sender_phases.icr_ps, 3 * icr_ps);
+    let accept_ps = (costs.interconnect.icr_accept_cross_socket_ns * 1e3) as u64;
+    assert_eq!(
+        load(&p).sender_phases.icr_ps,
+        40 * icr_ps + 39 * accept_ps
+    );
+    assert_eq!(load(&c).sender_phases.icr_ps, 3 * icr_ps + 2 * accept_ps);
     assert!(call_ns(&c) < call_ns(&p));
 }
 
@@ -270,4 +295,56 @@ fn mixed_loads_are_deterministic() {
     };
     assert_eq!(strip(&a), strip(&b));
     assert!(a.msis.balanced);
+}
+
+/// Linux 2.6.38's shootdown to a whole socket of Westmere-EX: the pre-patch send
+/// writes ICR once per CPU and is slower; with the patch's two writes the targets
+/// reach the shared flush_state line together and queue for it.
+#[test]
+fn the_2011_shootdown_pays_for_per_cpu_writes_and_contends_on_one_line() {
+    use irqsim::experiments::{ipi_cluster, ExperimentCtx};
+    let ctx = ExperimentCtx::new(1);
+    let config = ipi_cluster::Config::of(&ctx).unwrap();
+    assert_eq!(
+        (config.topology.sockets, config.topology.cores_per_socket),
+        (4, 10)
+    );
+    let row = |mode| {
+        ipi_cluster::point(
+            &ctx,
+            &config,
+            ShootdownKernel::FlushTlbOthers2011,
+            mode,
+            20,
+            "socket1",
+        )
+    };
+    let (pre, post) = (row(IpiMode::ClusterPerCpu), row(IpiMode::Cluster));
+    assert_eq!((pre.icr_writes, post.icr_writes), (20, 2));
+    assert_eq!((pre.funcs_run, post.funcs_run), (20, 20));
+    assert!(pre.sender_cycles > post.sender_cycles, "{pre:?} {post:?}");
+    assert!(
+        pre.sender_send_cycles > 10 * post.sender_send_cycles,
+        "{pre:?} {post:?}"
+    );
+    // Arriving together, the targets' locked clears wait for the line in flight.
+    assert!(post.line_waits > pre.line_waits, "{pre:?} {post:?}");
+}
+
+/// An ICR write waits for the APIC to hand off the previous message: the per-write
+/// cost grows with the acceptance latency of the distance.
+#[test]
+fn icr_writes_wait_for_the_previous_message_to_be_accepted() {
+    let spec = TopologySpec::new(2, 20, 2);
+    let targets: Vec<u32> = (20..30).collect();
+    let send = |accept_ns: f64| {
+        let mut sc = one_call(spec, 0, targets.clone(), IpiMode::Physical);
+        sc.costs.interconnect.icr_accept_cross_socket_ns = accept_ns;
+        let (r, _) = run(&sc);
+        r.cross_calls.unwrap().shootdowns[0].sender_phases.icr_ps
+    };
+    let (slow, fast) = (send(500.0), send(100.0));
+    // Nine of the ten writes wait for the one before.
+    let waited = (slow - fast) as f64 / 1e3;
+    assert!((waited - 9.0 * 400.0).abs() < 5.0, "{waited} ns");
 }

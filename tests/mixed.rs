@@ -43,6 +43,9 @@ fn x86_mix(seed: u64, mode: DeliveryMode) -> Scenario {
         driver: RteDriver::ReadModifyWrite,
         hold_ns: 2000.0,
         uio: true,
+        trigger: Default::default(),
+        chip: Default::default(),
+        flow: Default::default(),
     });
     sc
 }

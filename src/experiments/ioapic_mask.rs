@@ -17,10 +17,14 @@
 //! entry is masked the IOAPIC keeps no state for an edge: every assertion in that
 //! window is lost, and the run's ledger drops it as `lost_while_masked`.
 //!
-//! Linux note: `disable_irq_nosync` is lazy by default and does not mask an edge pin;
-//! an edge arriving while disabled is marked pending and replayed on `enable_irq`.
-//! This flow masks the redirection entry itself (the irq chip's `irq_mask`, as with
-//! `IRQ_DISABLE_UNLAZY`), which is the case where edges are lost.
+//! Two flows, each a row `flow` (seed 001's thread argues over exactly this):
+//! - `mask-rte`: the hardirq masks the redirection entry itself (the irq chip's
+//!   `irq_mask`, as with `IRQ_DISABLE_UNLAZY`): every edge while masked is lost;
+//! - `lazy-disable`: the hardirq calls `disable_irq_nosync`, which for an edge pin
+//!   only marks the interrupt disabled; an edge that arrives then is recorded as
+//!   IRQ_PENDING (the second one masks the entry for real), and the thread's
+//!   `enable_irq` replays it with a self-IPI: nothing is lost, edges while disabled
+//!   are served together by the replay (`merged`).
 //!
 //! Every assertion ends in exactly one place of the run's MSI balance: handled (two
 //! edges whose messages meet in one IRR bit are served by one run and also counted
@@ -33,6 +37,7 @@ use serde::Serialize;
 
 use super::{ExperimentCtx, ExperimentOutput};
 use crate::kernel::ioapic_driver::RteDriver;
+use crate::kernel::iosapic::{IoapicChipKind, PinFlow, PinTrigger};
 use crate::report::Report;
 use crate::system::ioapic::IoapicPinConfig;
 use crate::system::{DeliveryMode, Scenario};
@@ -46,10 +51,20 @@ pub const RATE_PER_S: f64 = 100_000.0;
 /// Simulated time per row, microseconds (about 10,000 assertions at the rate above).
 pub const DURATION_US: f64 = 100_000.0;
 
-/// The scenario of one row: one CPU, the pin aimed at it, its flow with `driver`.
+/// The scenario of one row of the `mask-rte` flow: one CPU, the pin aimed at it, its
+/// flow with `driver`.
 pub fn scenario(seed: u64, hold_us: f64, driver: RteDriver) -> Scenario {
+    flow_scenario(seed, hold_us, driver, PinFlow::MaskRte)
+}
+
+/// The scenario of one row of `flow`.
+pub fn flow_scenario(seed: u64, hold_us: f64, driver: RteDriver, flow: PinFlow) -> Scenario {
     Scenario::builder()
-        .name(format!("ioapic-mask {} hold {hold_us} us", driver.as_str()))
+        .name(format!(
+            "ioapic-mask {} {} hold {hold_us} us",
+            flow.as_str(),
+            driver.as_str()
+        ))
         .seed(seed)
         .duration_us(DURATION_US)
         .mode(DeliveryMode::Remapped)
@@ -65,6 +80,9 @@ pub fn scenario(seed: u64, hold_us: f64, driver: RteDriver) -> Scenario {
             driver,
             hold_ns: hold_us * 1e3,
             uio: true,
+            trigger: PinTrigger::Edge,
+            chip: IoapicChipKind::X86IoApic,
+            flow,
         })
         .into_unvalidated()
 }
@@ -74,6 +92,10 @@ pub fn scenario(seed: u64, hold_us: f64, driver: RteDriver) -> Scenario {
 pub struct Row {
     /// `"read-modify-write"` or `"shadowed"`.
     pub driver: &'static str,
+    /// `"mask-rte"` or `"lazy-disable"`.
+    pub flow: &'static str,
+    /// Replays of interrupts that arrived while disabled (`enable_irq`'s self-IPIs).
+    pub replays: u64,
     /// How long the user thread handles an event before unmasking, us.
     pub hold_us: f64,
     /// Edges the device raised.
@@ -100,6 +122,11 @@ pub struct Row {
 
 /// The row of a run.
 pub fn row(driver: RteDriver, hold_us: f64, r: &Report) -> Row {
+    flow_row(driver, PinFlow::MaskRte, hold_us, r)
+}
+
+/// The row of a run of `flow`.
+pub fn flow_row(driver: RteDriver, flow: PinFlow, hold_us: f64, r: &Report) -> Row {
     let pin = &r.ioapic[0];
     let lost_while_masked = r
         .msis
@@ -110,6 +137,8 @@ pub fn row(driver: RteDriver, hold_us: f64, r: &Report) -> Row {
     let lost: u64 = r.msis.dropped.values().sum();
     Row {
         driver: driver.as_str(),
+        flow: flow.as_str(),
+        replays: pin.replays,
         hold_us,
         asserted: pin.asserted,
         delivered: r.msis.handled,
@@ -137,17 +166,21 @@ pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
 /// Runs the experiment in `ctx` (seed, platform, overrides, optional trace).
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     let mut rows = Vec::new();
-    for driver in RteDriver::ALL {
-        for &hold in HOLD_US {
-            let r = ctx.run_point(&scenario(ctx.seed, hold, driver));
-            rows.push(row(driver, hold, &r));
+    for flow in PinFlow::ALL {
+        for driver in RteDriver::ALL {
+            for &hold in HOLD_US {
+                let r = ctx.run_point(&flow_scenario(ctx.seed, hold, driver, flow));
+                rows.push(flow_row(driver, flow, hold, &r));
+            }
         }
     }
     let mut out = ExperimentOutput::new("ioapic-mask", ctx.seed, &rows);
     out.notes.push(format!(
-        "edge pin, Poisson assertions at {RATE_PER_S} /s for {DURATION_US} us; hardirq masks \
-         the entry, a user thread handles for hold_us then unmasks; an edge while masked is \
-         lost (the IOAPIC keeps no pending state for edge)"
+        "edge pin, Poisson assertions at {RATE_PER_S} /s for {DURATION_US} us; a user thread \
+         handles each event for hold_us, then re-enables the interrupt. mask-rte: the hardirq \
+         masks the entry and an edge while masked is lost (the IOAPIC keeps no pending state \
+         for edge); lazy-disable: disable_irq_nosync / enable_irq, edges while disabled are \
+         held as IRQ_PENDING and replayed (merged), none lost"
     ));
     out
 }

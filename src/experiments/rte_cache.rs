@@ -1,19 +1,32 @@
 //! `rte-cache`: what keeping a shadow of the redirection entry's low word saves when a
-//! driver masks and unmasks an IOAPIC pin.
+//! driver masks and unmasks an IOAPIC pin (seed 001: IA-64's IOSAPIC, where the patch
+//! took `enable_irq` "from ~4000 cycles per call ... down to around 260 cycles").
 //!
-//! One IOAPIC in a [`System`], pin 5 programmed edge-triggered and unmasked, nothing
-//! asserting it. Each driver of [`crate::kernel::ioapic_driver`] masks the pin (Linux
-//! `mask_ioapic_irq`, which ends with a dummy read, `io_apic_sync`) and unmasks it
-//! again, each as a thread task on CPU 0 ([`System::run_ioapic`]). Rows: `driver`
-//! (`"read-modify-write"` or `"shadowed"`), `unmask_cycles`, `mask_cycles`, and the
-//! register accesses behind them. Cycles are the simulated time each call took at the
-//! platform's CPU clock, the accesses priced by `costs.ioapic` (an uncached window
-//! read dominates); model output, not hardware.
+//! One IOAPIC in a [`System`], pin 5 unmasked, nothing asserting it. Rows, each a
+//! `chip` and a `trigger`, with both drivers:
+//! - `x86-io-apic`, `edge` (platform `generic`): Linux's `mask_ioapic_irq`, which ends
+//!   with a dummy read (`io_apic_sync`), and `unmask_ioapic_irq`
+//!   ([`crate::kernel::ioapic_driver`]);
+//! - `ia64-iosapic`, `level` (platform `ia64-zx1`, the DP83820's level interrupt):
+//!   2.6.3 `iosapic.c`'s `mask_irq` and `unmask_irq`, no sync read, and its
+//!   `iosapic_set_affinity` (the delivery-mode and destination path the patch also
+//!   changed; [`crate::kernel::iosapic`]).
+//!
+//! Each call runs as a thread task on CPU 0 ([`System::run_ioapic`]). Keys: `driver`
+//! (`"read-modify-write"` or `"shadowed"`), `unmask_cycles`, `mask_cycles`, the
+//! register accesses behind them, and for the IA-64 rows `set_affinity_cycles`.
+//! Cycles are the simulated time each call took at the platform's CPU clock, the
+//! accesses priced by `costs.ioapic` (an uncached window read dominates); model
+//! output, not hardware.
 
 use serde::Serialize;
 
 use super::{ExperimentCtx, ExperimentOutput};
 use crate::kernel::ioapic_driver::{mask_irq, unmask_irq, RteDriver};
+use crate::kernel::iosapic::{
+    chip_mask, chip_unmask, disable_irq_nosync, enable_irq, set_affinity, IoapicChipKind,
+    PinFlow, PinSetup, PinTrigger,
+};
 use crate::system::ioapic::IoapicPinConfig;
 use crate::system::{DeliveryMode, Scenario, System};
 use apic_sim::IoapicAccess;
@@ -21,6 +34,13 @@ use sim_core::{Duration, Freq, SimTime};
 
 /// The pin both drivers work on.
 pub const PIN: u8 = 5;
+/// Seed 001's machine, for the IA-64 rows.
+pub const IA64_PLATFORM: &str = "ia64-zx1";
+/// The (chip, trigger) pairs, in row order.
+pub const CHIPS: [(IoapicChipKind, PinTrigger); 2] = [
+    (IoapicChipKind::X86IoApic, PinTrigger::Edge),
+    (IoapicChipKind::Ia64Iosapic, PinTrigger::Level),
+];
 
 /// One driver.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -39,6 +59,20 @@ pub struct Row {
     pub unmask_posted_writes: u32,
     /// Posted writes in `mask_irq`.
     pub mask_posted_writes: u32,
+    /// `"x86-io-apic"` or `"ia64-iosapic"`.
+    pub chip: &'static str,
+    /// `"edge"` or `"level"`.
+    pub trigger: &'static str,
+    /// The platform profile the row ran on.
+    pub platform: String,
+    /// IA-64 `iosapic_set_affinity` (lowest-priority delivery to another CPU), core
+    /// cycles; null on x86 rows.
+    pub set_affinity_cycles: Option<u64>,
+    /// Window reads in `iosapic_set_affinity`; null on x86 rows.
+    pub set_affinity_window_reads: Option<u32>,
+    /// IA-64 `enable_irq` of the disabled level interrupt (the descriptor's work and
+    /// the chip's unmask), core cycles: seed 001's figure. Null on x86 rows.
+    pub enable_irq_cycles: Option<u64>,
 }
 
 fn posted(a: &IoapicAccess) -> u32 {
@@ -54,14 +88,30 @@ fn minus(a: IoapicAccess, b: IoapicAccess) -> IoapicAccess {
     }
 }
 
-/// The scenario: one CPU, pin 5 with `driver`, no load, no flow.
+/// The scenario of x86's edge pin: one CPU, pin 5 with `driver`, no load, no flow.
 pub fn scenario(driver: RteDriver, seed: u64) -> Scenario {
-    Scenario::builder()
-        .name(format!("rte-cache {}", driver.as_str()))
+    chip_scenario(IoapicChipKind::X86IoApic, PinTrigger::Edge, driver, seed)
+}
+
+/// The scenario of a (chip, trigger) row: one CPU, pin 5 with `driver`, no load, no
+/// flow; the IA-64 rows on [`IA64_PLATFORM`].
+pub fn chip_scenario(
+    chip: IoapicChipKind,
+    trigger: PinTrigger,
+    driver: RteDriver,
+    seed: u64,
+) -> Scenario {
+    let mut sc = Scenario::builder()
+        .name(format!(
+            "rte-cache {} {} {}",
+            chip.as_str(),
+            trigger.as_str(),
+            driver.as_str()
+        ))
         .seed(seed)
         .duration_us(1000.0)
         .mode(DeliveryMode::Remapped)
-        .cpus(1)
+        .cpus(2)
         .ioapic_pin(IoapicPinConfig {
             name: "pin5".into(),
             pin: PIN,
@@ -71,8 +121,15 @@ pub fn scenario(driver: RteDriver, seed: u64) -> Scenario {
             driver,
             hold_ns: 0.0,
             uio: false,
+            trigger,
+            chip,
+            flow: PinFlow::MaskRte,
         })
-        .into_unvalidated()
+        .into_unvalidated();
+    if chip == IoapicChipKind::Ia64Iosapic {
+        sc.platform = Some(IA64_PLATFORM.into());
+    }
+    sc
 }
 
 /// Runs one call on CPU 0 of `sys` to its return: its time and accesses.
@@ -92,22 +149,70 @@ where
     (end.since(start), minus(sys.ioapic_accesses(), before))
 }
 
-/// The row of one driver in `sc` (from [`scenario`], perhaps with other costs).
+/// The row of one driver in `sc` (from [`scenario`] or [`chip_scenario`], perhaps
+/// with other costs).
 pub fn point(driver: RteDriver, sc: &Scenario) -> Row {
     let mut sys = System::new(sc).expect("the experiment's scenario is valid");
     let freq = Freq::from_mhz(sc.costs.cpu.freq_mhz).expect("validated clock");
+    let pin = &sc.ioapic_pins[0];
+    let setup = PinSetup {
+        driver,
+        chip: pin.chip,
+        flow: pin.flow,
+        trigger: pin.trigger,
+    };
     let chip = sys.ioapic_chip(PIN).expect("pin 5 is programmed");
-    let c = chip.clone();
-    let (mask_t, mask) = timed_call(&mut sys, move |io| mask_irq(io, c, driver));
-    let (unmask_t, unmask) = timed_call(&mut sys, move |io| unmask_irq(io, chip, driver));
+    let (mask_t, mask, unmask_t, unmask) = match pin.chip {
+        IoapicChipKind::X86IoApic => {
+            let c = chip.clone();
+            let (mt, m) = timed_call(&mut sys, move |io| mask_irq(io, c, driver));
+            let c = chip.clone();
+            let (ut, u) = timed_call(&mut sys, move |io| unmask_irq(io, c, driver));
+            (mt, m, ut, u)
+        }
+        IoapicChipKind::Ia64Iosapic => {
+            let c = chip.clone();
+            let (mt, m) =
+                timed_call(&mut sys, move |io| async move { chip_mask(&io, &c, setup).await });
+            let c = chip.clone();
+            let (ut, u) = timed_call(&mut sys, move |io| async move {
+                chip_unmask(&io, &c, setup).await
+            });
+            (mt, m, ut, u)
+        }
+    };
+    let affinity = (pin.chip == IoapicChipKind::Ia64Iosapic).then(|| {
+        let c = chip.clone();
+        let dest = sc.apic_id_of(1) as u8;
+        timed_call(&mut sys, move |io| async move {
+            set_affinity(&io, &c, driver, dest, true).await
+        })
+    });
+    let enable = (pin.chip == IoapicChipKind::Ia64Iosapic).then(|| {
+        let c = chip.clone();
+        let _ = timed_call(&mut sys, move |io| async move {
+            disable_irq_nosync(&io, &c, setup).await
+        });
+        let c = chip.clone();
+        timed_call(&mut sys, move |io| async move { enable_irq(&io, &c, setup).await }).0
+    });
     Row {
         driver: driver.as_str(),
+        enable_irq_cycles: enable.map(|t| freq.cycles_in(t)),
         unmask_cycles: freq.cycles_in(unmask_t),
         mask_cycles: freq.cycles_in(mask_t),
         unmask_window_reads: unmask.window_reads,
         mask_window_reads: mask.window_reads,
         unmask_posted_writes: posted(&unmask),
         mask_posted_writes: posted(&mask),
+        chip: pin.chip.as_str(),
+        trigger: pin.trigger.as_str(),
+        platform: sc
+            .platform
+            .clone()
+            .unwrap_or_else(|| crate::platform::DEFAULT_PLATFORM.into()),
+        set_affinity_cycles: affinity.map(|(t, _)| freq.cycles_in(t)),
+        set_affinity_window_reads: affinity.map(|(_, a)| a.window_reads),
     }
 }
 
@@ -124,18 +229,32 @@ pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
 /// Runs the experiment in `ctx` (seed, platform, overrides).
 pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     let mut rows = Vec::new();
-    let mut shown = None;
-    for d in RteDriver::ALL {
-        let sc = ctx.prepared(&scenario(d, ctx.seed));
-        shown.get_or_insert((sc.costs.ioapic, sc.costs.cpu.freq_mhz));
-        rows.push(point(d, &sc));
+    let mut shown = Vec::new();
+    for (chip, trigger) in CHIPS {
+        for d in RteDriver::ALL {
+            let mut sc = ctx.prepared(&chip_scenario(chip, trigger, d, ctx.seed));
+            if let Some(p) = &ctx.platform {
+                sc.platform = Some(p.clone());
+            }
+            if d == RteDriver::ALL[0] {
+                shown.push((chip, sc.costs.ioapic, sc.costs.cpu.freq_mhz));
+            }
+            rows.push(point(d, &sc));
+        }
     }
     let mut out = ExperimentOutput::new("rte-cache", ctx.seed, &rows);
-    if let Some((io, mhz)) = shown {
+    for (chip, io, mhz) in shown {
         out.notes.push(format!(
-            "costs: window read {} ns (uncached), index/window write {} ns (posted), CPU {mhz} MHz; \
-             mask ends with Linux's io_apic_sync read in both drivers",
-            io.window_read_ns, io.window_write_ns,
+            "{}: window read {} ns (uncached), index/window write {} ns (posted), CPU {mhz} MHz; {}",
+            chip.as_str(),
+            io.window_read_ns,
+            io.window_write_ns,
+            match chip {
+                IoapicChipKind::X86IoApic =>
+                    "mask ends with Linux's io_apic_sync read in both drivers",
+                IoapicChipKind::Ia64Iosapic =>
+                    "no sync read; enable_irq is unmask_irq plus the descriptor's lock (costs.ioapic.irq_desc_cycles)",
+            }
         ));
     }
     out
@@ -160,5 +279,42 @@ mod tests {
         // Default costs: 2 GHz, 50 ns posted writes, 700 ns reads.
         assert_eq!((sh.unmask_cycles, sh.mask_cycles), (200, 1600));
         assert_eq!((rmw.unmask_cycles, rmw.mask_cycles), (1600, 3000));
+    }
+
+    #[test]
+    fn ia64_rows_have_no_sync_read_and_the_patch_removes_every_read() {
+        let rows = run(1).rows;
+        let ia64: Vec<_> = rows
+            .iter()
+            .filter(|r| r["chip"] == "ia64-iosapic")
+            .collect();
+        assert_eq!(ia64.len(), 2);
+        for r in &ia64 {
+            assert_eq!(r["trigger"], "level");
+            assert_eq!(r["platform"], IA64_PLATFORM);
+            let reads = |k: &str| r[k].as_u64().unwrap();
+            let n = (r["driver"] == "read-modify-write") as u64;
+            assert_eq!(
+                (
+                    reads("mask_window_reads"),
+                    reads("unmask_window_reads"),
+                    reads("set_affinity_window_reads")
+                ),
+                (n, n, n),
+                "{r}"
+            );
+        }
+        let cycles = |d: &str, k: &str| {
+            ia64.iter().find(|r| r["driver"] == d).unwrap()[k]
+                .as_u64()
+                .unwrap()
+        };
+        for k in ["unmask_cycles", "mask_cycles", "set_affinity_cycles"] {
+            assert!(cycles("read-modify-write", k) > cycles("shadowed", k), "{k}");
+        }
+        assert!(rows
+            .iter()
+            .filter(|r| r["chip"] == "x86-io-apic")
+            .all(|r| r["set_affinity_cycles"].is_null()));
     }
 }

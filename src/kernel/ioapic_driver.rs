@@ -13,6 +13,10 @@
 //! function returns. An unmask has no such read. The ioapic lock (a raw spinlock with
 //! interrupts off) is not charged.
 //!
+//! The UIO-style flows around these (the hardirq that keeps the interrupt off, the
+//! user thread that turns it back on, on x86 and on IA-64) are in
+//! [`crate::kernel::iosapic`].
+//!
 //! Every register access is one [`IoapicOp`] awaited through an [`IoapicPort`]; the
 //! driver running the algorithm performs it on an [`Ioapic`] with [`perform`] and
 //! charges it with [`IoapicCosts`]. [`run_now`] is the simplest driver: it performs
@@ -28,7 +32,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 
-use apic_sim::ioapic::{IOREDTBL0, IOREGSEL, IOWIN, RTE_MASKED};
+use apic_sim::ioapic::{IOEOI, IOREDTBL0, IOREGSEL, IOWIN, RTE_MASKED};
 use apic_sim::{
     DeliveryMode, DestMode, InterruptMessage, Ioapic, IoapicAccess, IoapicCosts, Polarity,
     RedirectionEntry, TriggerMode,
@@ -47,6 +51,9 @@ pub enum IoapicOp {
     ReadWindow,
     /// A posted write of the data window.
     WriteWindow(u32),
+    /// A posted write of the EOI register (IOEOI; the IA-64 IOSAPIC's
+    /// `IOSAPIC_EOI`) with a vector: clears Remote IRR of the level entries of it.
+    WriteEoi(u8),
     /// A step of the flow around the register accesses (not an IOAPIC access).
     Host(PinHostOp),
 }
@@ -73,6 +80,29 @@ pub enum PinHostOp {
     SyscallEntry,
     /// System call exit.
     SyscallExit,
+    /// The driver reads the device's status and acknowledges it: a level-triggered
+    /// device drops its line, and every event it had pending is served.
+    AckDevice,
+    /// The irq descriptor, as `__do_IRQ` enters: yields the status before the ack
+    /// ([`crate::kernel::iosapic::DESC_PENDING`] and the other bits).
+    DescStatus,
+    /// `__do_IRQ` after the ack: sets IRQ_PENDING; unless IRQ_DISABLED or
+    /// IRQ_INPROGRESS, takes it (clears PENDING, sets INPROGRESS) and yields 1.
+    DescEnter,
+    /// After a handler run: yields 1 (and clears it) if IRQ_PENDING was set again
+    /// meanwhile, so the handler runs once more.
+    DescAgain,
+    /// `__do_IRQ`'s exit: clears IRQ_INPROGRESS.
+    DescExit,
+    /// `disable_irq_nosync` of input `pin`: depth + 1; yields 1 if it was 0
+    /// (IRQ_DISABLED set, the chip's disable follows).
+    DescDisable(u8),
+    /// `enable_irq` of input `pin`: depth - 1; yields bit 0 when it reached 0
+    /// (IRQ_DISABLED cleared, the chip's enable follows) and bit 1 when the interrupt
+    /// must be replayed (IRQ_PENDING without IRQ_REPLAY: IRQ_REPLAY is set).
+    DescEnable(u8),
+    /// `hw_resend_irq` of input `pin`: a self-IPI of its vector to its CPU.
+    Resend(u8),
 }
 
 /// The algorithm's handle on the IOAPIC.
@@ -105,38 +135,13 @@ impl IoapicPort {
     pub async fn host(&self, op: PinHostOp) {
         self.op(IoapicOp::Host(op)).await;
     }
-}
-
-/// The hardirq of a UIO-style driver on an edge pin, as the IOAPIC-mask flow runs
-/// it: acknowledge (EOI first, as `handle_edge_irq` does), the irq flow, mask the
-/// entry with `driver` (the chip's `irq_mask`, as with `IRQ_DISABLE_UNLAZY`: Linux's
-/// default lazy disable would not mask an edge pin), then wake the reader.
-pub async fn uio_hardirq(
-    io: IoapicPort,
-    chip: Rc<IoapicChipData>,
-    driver: RteDriver,
-    vector: Vector,
-) {
-    io.host(PinHostOp::Eoi).await;
-    io.host(PinHostOp::HandleVector(vector)).await;
-    mask_irq(io.clone(), chip, driver).await;
-    io.host(PinHostOp::Notify).await;
-}
-
-/// The user thread of the flow: wait for an event, handle it for `hold_ns`, unmask
-/// the pin through a system call (the `irqcontrol` write), and read again.
-pub async fn uio_user_thread(
-    io: IoapicPort,
-    chip: Rc<IoapicChipData>,
-    driver: RteDriver,
-    hold_ns: u64,
-) {
-    loop {
-        io.host(PinHostOp::WaitEvent).await;
-        io.host(PinHostOp::Hold { ns: hold_ns }).await;
-        io.host(PinHostOp::SyscallEntry).await;
-        unmask_irq(io.clone(), Rc::clone(&chip), driver).await;
-        io.host(PinHostOp::SyscallExit).await;
+    /// A step of the flow that yields a value (the irq descriptor's answers).
+    pub async fn run(&self, op: PinHostOp) -> u32 {
+        self.op(IoapicOp::Host(op)).await
+    }
+    /// `writel(vector, &io_apic->eoi)`: the EOI register.
+    pub async fn write_eoi(&self, vector: Vector) {
+        self.op(IoapicOp::WriteEoi(vector.0)).await;
     }
 }
 
@@ -184,9 +189,17 @@ impl IoapicChipData {
     pub fn entry_low(&self) -> u32 {
         self.entry_low.get()
     }
+    /// Replaces the shadow of the low word.
+    pub fn set_entry_low(&self, low: u32) {
+        self.entry_low.set(low);
+    }
     /// Index of the entry's low word.
-    fn reg_low(&self) -> u8 {
+    pub fn reg_low(&self) -> u8 {
         IOREDTBL0 + 2 * self.pin
+    }
+    /// Index of the entry's high word.
+    pub fn reg_high(&self) -> u8 {
+        IOREDTBL0 + 2 * self.pin + 1
     }
 }
 
@@ -214,8 +227,13 @@ pub async fn io_apic_sync(io: &IoapicPort) {
     io.read_window().await;
 }
 
-/// Sets or clears the mask bit of `chip`'s entry with `driver`.
-async fn modify_mask(io: &IoapicPort, chip: &IoapicChipData, driver: RteDriver, masked: bool) {
+/// Sets or clears the mask bit of `chip`'s entry with `driver`, with no sync read.
+pub async fn modify_mask(
+    io: &IoapicPort,
+    chip: &IoapicChipData,
+    driver: RteDriver,
+    masked: bool,
+) {
     let mask = RTE_MASKED as u32;
     match driver {
         RteDriver::ReadModifyWrite => {
@@ -290,6 +308,14 @@ pub fn perform(io: &mut Ioapic, op: IoapicOp) -> OpEffect {
                 delivered: w.delivered,
             }
         }
+        IoapicOp::WriteEoi(vector) => {
+            let w = io.mmio_write(IOEOI, vector as u32);
+            OpEffect {
+                value: 0,
+                access: w.access,
+                delivered: w.delivered,
+            }
+        }
         // Not a register access: the driver of the flow performs it.
         IoapicOp::Host(_) => OpEffect::default(),
     }
@@ -311,11 +337,17 @@ pub struct DriverRun {
 /// The entry Linux programs for a legacy edge interrupt of `vector` at APIC `dest`:
 /// fixed delivery, physical destination, active high, unmasked.
 pub fn linux_edge_entry(vector: Vector, dest: u8) -> RedirectionEntry {
+    linux_entry(vector, dest, TriggerMode::Edge)
+}
+
+/// The same with `trigger` (a PCI INTx line is level-triggered; Linux programs it
+/// active low on x86, which this model does not distinguish).
+pub fn linux_entry(vector: Vector, dest: u8, trigger: TriggerMode) -> RedirectionEntry {
     RedirectionEntry::new(
         vector,
         DeliveryMode::Fixed,
         DestMode::Physical,
-        TriggerMode::Edge,
+        trigger,
         Polarity::ActiveHigh,
         false,
         dest,

@@ -675,11 +675,12 @@ mod tests {
         assert!(c
             .iter()
             .all(|i| i.dest_mode() == DestMode::Logical && i.vector() == CALL_FUNCTION_VECTOR));
-        // Order: 40 CSD enqueues, one fence, the writes, 40 waits.
+        // Order: 40 CSD enqueues, one fence, the writes, 40 waits, the loads retire.
         assert!(clus[..40].iter().all(|o| matches!(o, IpiOp::QueueCsd(_))));
         assert_eq!(clus[40], IpiOp::WrmsrFence);
-        assert!(clus[44..].iter().all(|o| matches!(o, IpiOp::WaitCsd(_))));
-        assert_eq!(clus.len(), 40 + 1 + 3 + 40);
+        assert!(clus[44..84].iter().all(|o| matches!(o, IpiOp::WaitCsd(_))));
+        assert_eq!(clus[84], IpiOp::LoadsRetired);
+        assert_eq!(clus.len(), 40 + 1 + 3 + 40 + 1);
     }
 
     #[test]

@@ -15,5 +15,6 @@ pub use posted_msi::{
     POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES,
 };
 pub mod ioapic_driver;
+pub mod iosapic;
 pub mod ipi;
 pub mod tlb_2011;

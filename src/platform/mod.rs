@@ -29,6 +29,7 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("spr-2s", include_str!("../../platforms/spr-2s.toml")),
     ("kunpeng920", include_str!("../../platforms/kunpeng920.toml")),
     ("wsm-ex", include_str!("../../platforms/wsm-ex.toml")),
+    ("ia64-zx1", include_str!("../../platforms/ia64-zx1.toml")),
 ];
 
 /// Where a field's value comes from.

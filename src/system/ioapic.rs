@@ -1,13 +1,17 @@
-//! The IOAPIC inside [`System`] (x86, scenario `[[ioapic_pins]]`): edge pins asserted
-//! by a load generator, their messages to the local APICs, and a UIO-style driver
-//! flow per pin whose register accesses are CPU operations like any other.
+//! The IOAPIC inside [`System`] (x86, scenario `[[ioapic_pins]]`): pins asserted by a
+//! load generator (edge pulses, or a level line the driver's device acknowledgement
+//! drops), their messages to the local APICs, and a UIO-style driver flow per pin
+//! whose register accesses are CPU operations like any other. The chip code is x86's
+//! `io_apic.c` or IA-64's `iosapic.c` (the same register interface; see
+//! [`crate::kernel::iosapic`]).
 //!
 //! ```text
-//!  load ──edge pulse──▶ IOAPIC pin ──message (ioapic.message_latency_ns)──▶ LAPIC IRR
-//!                         ▲ register accesses (index write, window read/write)
-//!  CPU: hardirq  uio_hardirq: EOI, irq flow, mask_irq (driver), notify
-//!       thread   uio_user_thread: read (sleep until notified), hold (preemptible),
-//!                syscall (interrupts off): unmask_irq
+//!  load ──edge pulse / level──▶ IOAPIC pin ──message (message_latency_ns)──▶ LAPIC IRR
+//!                         ▲ register accesses (index write, window read/write, EOI)
+//!  CPU: hardirq  do_irq: [EOI], irq flow, mask the entry or disable_irq_nosync,
+//!                notify, [IOSAPIC EOI for level], [EOI]
+//!       thread   user_thread: read (sleep until notified), [ack the device],
+//!                hold (preemptible), syscall (interrupts off): unmask or enable_irq
 //! ```
 //!
 //! Every assertion is an interrupt in the run's ledger: delivered ones are handled
@@ -15,7 +19,11 @@
 //! deliver is dropped with its reason, `lost_while_masked` (the entry was masked:
 //! an edge entry keeps no pending state), `no_edge_line_high` (the line was still
 //! high: no new edge) or `reserved_delivery_mode`. So the report's `msis.dropped`
-//! shows the edges a flow loses under whatever else the CPU is doing.
+//! shows the edges a flow loses under whatever else the CPU is doing. With the lazy
+//! disable, an edge the chip drops while the kernel already holds the interrupt as
+//! IRQ_PENDING is served by the replay (counted merged); a level assertion while the
+//! device's line is already high is served by the driver's acknowledgement of the
+//! device (counted handled and merged).
 //!
 //! An access costs its `costs.ioapic` entry and takes effect when that time has
 //! elapsed (a posted write is taken to reach the IOAPIC then). Messages go straight to
@@ -37,8 +45,10 @@ use super::task::TaskIssued;
 use super::{Event, SimEvent, System};
 use crate::engine::{Coroutine, Priority, RngStreams};
 use crate::kernel::ioapic_driver::{
-    linux_edge_entry, perform, uio_user_thread, IoapicChipData, IoapicOp, IoapicPort, PinHostOp,
-    RteDriver,
+    linux_entry, perform, IoapicChipData, IoapicOp, IoapicPort, PinHostOp, RteDriver,
+};
+use crate::kernel::iosapic::{
+    do_irq, user_thread, IoapicChipKind, PinFlow, PinSetup, PinTrigger, DESC_PENDING,
 };
 
 /// Number of IOAPIC inputs (an IOAPIC with 24 redirection entries).
@@ -72,6 +82,16 @@ pub struct IoapicHostCosts {
     pub syscall_entry_cycles: f64,
     /// System call exit. Core cycles. Default 150: assumption.
     pub syscall_exit_cycles: f64,
+    /// `disable_irq_nosync` or `enable_irq`'s own work: the descriptor's lock with
+    /// interrupts saved, the depth and the status bits. Core cycles. Default 60:
+    /// assumption (a spinlock round trip on a cached line and a few stores). The
+    /// descriptor bookkeeping of `__do_IRQ` itself is part of
+    /// `costs.cpu.irq_flow_cycles`.
+    pub irq_desc_cycles: f64,
+    /// The driver's read of the device's status register, which acknowledges a level
+    /// interrupt. Nanoseconds. Default 700: COST-SOURCES.md's uncached read across
+    /// PCIe, as `window_read_ns`.
+    pub device_ack_ns: f64,
 }
 
 impl Default for IoapicHostCosts {
@@ -86,13 +106,15 @@ impl Default for IoapicHostCosts {
             user_wakeup_ns: 2000.0,
             syscall_entry_cycles: 150.0,
             syscall_exit_cycles: 150.0,
+            irq_desc_cycles: 60.0,
+            device_ack_ns: 700.0,
         }
     }
 }
 
 impl IoapicHostCosts {
     /// The fields by name, for validation.
-    pub(super) fn fields(&self) -> [(&'static str, f64); 9] {
+    pub(super) fn fields(&self) -> [(&'static str, f64); 11] {
         [
             ("index_write_ns", self.index_write_ns),
             ("window_read_ns", self.window_read_ns),
@@ -103,11 +125,14 @@ impl IoapicHostCosts {
             ("user_wakeup_ns", self.user_wakeup_ns),
             ("syscall_entry_cycles", self.syscall_entry_cycles),
             ("syscall_exit_cycles", self.syscall_exit_cycles),
+            ("irq_desc_cycles", self.irq_desc_cycles),
+            ("device_ack_ns", self.device_ack_ns),
         ]
     }
 
     /// CPU time of `access`.
     pub fn access_time(&self, a: &IoapicAccess) -> Duration {
+        // (EOI-register writes are posted writes, `eoi_write_ns` each.)
         let ns = a.index_writes as f64 * self.index_write_ns
             + a.window_reads as f64 * self.window_read_ns
             + a.window_writes as f64 * self.window_write_ns
@@ -148,6 +173,17 @@ pub struct IoapicPinConfig {
     /// its interrupts to a plain edge handler.
     #[serde(default = "yes")]
     pub uio: bool,
+    /// `"edge"` (default: `pulse_ns` per assertion) or `"level"` (the line stays
+    /// high until the flow's thread acknowledges the device).
+    #[serde(default)]
+    pub trigger: PinTrigger,
+    /// `"x86-io-apic"` (default) or `"ia64-iosapic"`: whose chip code the flow runs.
+    #[serde(default)]
+    pub chip: IoapicChipKind,
+    /// `"mask-rte"` (default: the hardirq masks the entry, the thread unmasks it) or
+    /// `"lazy-disable"` (`disable_irq_nosync` / `enable_irq`).
+    #[serde(default)]
+    pub flow: PinFlow,
 }
 
 fn default_pulse() -> f64 {
@@ -218,39 +254,51 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
 }
 
 /// One pin's state and counters.
-struct Pin {
-    name: String,
-    pin: u8,
-    cpu: u32,
-    vector: Vector,
-    arrival: Option<ArrivalProcess>,
-    rng: ChaCha8Rng,
-    pulse: Duration,
-    driver: RteDriver,
-    hold_ns: u64,
-    uio: bool,
-    chip: Rc<IoapicChipData>,
+pub(super) struct Pin {
+    pub(super) name: String,
+    pub(super) pin: u8,
+    pub(super) cpu: u32,
+    pub(super) vector: Vector,
+    pub(super) arrival: Option<ArrivalProcess>,
+    pub(super) rng: ChaCha8Rng,
+    pub(super) pulse: Duration,
+    pub(super) driver: RteDriver,
+    pub(super) setup: PinSetup,
+    pub(super) hold_ns: u64,
+    pub(super) uio: bool,
+    pub(super) chip: Rc<IoapicChipData>,
+    /// The irq descriptor: IRQ_* status bits and the disable depth.
+    pub(super) desc_status: u32,
+    pub(super) desc_depth: u32,
+    /// Level: the device's line is high (its interrupt unacknowledged).
+    pub(super) level_high: bool,
+    /// Level: the assertion that raised the line, while not yet delivered.
+    pub(super) level_undelivered: Option<super::ledger::MsiToken>,
+    /// Level: assertions while the line was already high.
+    pub(super) level_riders: Vec<super::ledger::MsiToken>,
+    /// Replays by `enable_irq` (self-IPIs).
+    pub(super) replays: u64,
     /// Index of the pin's interrupt source in the ledger's sources.
-    source: u32,
-    pulses_high: u32,
-    asserted: u64,
+    pub(super) source: u32,
+    pub(super) pulses_high: u32,
+    pub(super) asserted: u64,
     /// Events notified to the reader, and those it has read.
-    events: u64,
-    seen: u64,
-    reader_blocked: bool,
-    masks: u64,
-    unmasks: u64,
-    masked_since: Option<SimTime>,
-    masked_total: Duration,
-    handler_runs: u64,
+    pub(super) events: u64,
+    pub(super) seen: u64,
+    pub(super) reader_blocked: bool,
+    pub(super) masks: u64,
+    pub(super) unmasks: u64,
+    pub(super) masked_since: Option<SimTime>,
+    pub(super) masked_total: Duration,
+    pub(super) handler_runs: u64,
 }
 
 /// The IOAPIC and its pins.
 pub(super) struct IoapicHost {
     pub io: apic_sim::Ioapic,
-    pins: Vec<Pin>,
+    pub(super) pins: Vec<Pin>,
     /// The pin of each input, by input number.
-    by_pin: [Option<u16>; IOAPIC_PINS as usize],
+    pub(super) by_pin: [Option<u16>; IOAPIC_PINS as usize],
     access: IoapicAccess,
 }
 
@@ -290,7 +338,11 @@ impl System {
                     "a CPU whose APIC ID is below 256 (a compatibility-format entry has an 8-bit destination)",
                 )
             })?;
-            let entry = linux_edge_entry(vector, dest);
+            let trigger = match p.trigger {
+                PinTrigger::Edge => apic_sim::TriggerMode::Edge,
+                PinTrigger::Level => apic_sim::TriggerMode::Level,
+            };
+            let entry = linux_entry(vector, dest, trigger);
             let _ = io
                 .write_entry(p.pin, entry)
                 .map_err(|e| ScenarioError::invalid_from(&format!("{f}.pin"), e))?;
@@ -319,9 +371,21 @@ impl System {
                 arrival: p.arrival.clone(),
                 pulse: Duration::from_ns_f64(p.pulse_ns),
                 driver: p.driver,
+                setup: PinSetup {
+                    driver: p.driver,
+                    chip: p.chip,
+                    flow: p.flow,
+                    trigger: p.trigger,
+                },
                 hold_ns: p.hold_ns.round() as u64,
                 uio: p.uio,
                 chip: IoapicChipData::new(p.pin, entry),
+                desc_status: 0,
+                desc_depth: 0,
+                level_high: false,
+                level_undelivered: None,
+                level_riders: Vec::new(),
+                replays: 0,
                 source: sources.len() as u32 - 1,
                 pulses_high: 0,
                 asserted: 0,
@@ -343,7 +407,7 @@ impl System {
         }))
     }
 
-    fn ioapic_mut(&mut self) -> &mut IoapicHost {
+    pub(super) fn ioapic_mut(&mut self) -> &mut IoapicHost {
         self.ioapic
             .as_mut()
             .expect("IOAPIC operations need ioapic_pins")
@@ -362,17 +426,16 @@ impl System {
                 first.push((i as u16, now + a.next_gap(&mut p.rng)));
             }
             if p.uio {
-                readers.push((i as u16, p.cpu, Rc::clone(&p.chip), p.driver, p.hold_ns));
+                readers.push((i as u16, p.cpu, Rc::clone(&p.chip), p.setup, p.hold_ns));
             }
         }
         for (pin, at) in first {
             self.queue
                 .schedule(at, Priority::DEVICE, Event::IoapicAssert { pin });
         }
-        for (pin, cpu, chip, driver, hold) in readers {
-            let co = Coroutine::new(move |port| {
-                uio_user_thread(IoapicPort::new(port), chip, driver, hold)
-            });
+        for (pin, cpu, chip, setup, hold) in readers {
+            let co =
+                Coroutine::new(move |port| user_thread(IoapicPort::new(port), chip, setup, hold));
             self.cpus[cpu as usize].task = Some(Task::new(
                 TaskCo::Ioapic(co),
                 TaskKind::IoapicThread(pin),
@@ -384,6 +447,9 @@ impl System {
 
     /// The device asserts pin `pin` (index in `ioapic_pins`) for one pulse.
     pub(super) fn on_ioapic_assert(&mut self, now: SimTime, pin: u16) {
+        if self.ioapic_mut().pins[pin as usize].setup.trigger == PinTrigger::Level {
+            return self.on_level_assert(now, pin);
+        }
         let latency = Duration::from_ns_f64(self.costs.ioapic.message_latency_ns);
         let host = self.ioapic_mut();
         let p = &mut host.pins[pin as usize];
@@ -413,12 +479,22 @@ impl System {
                     },
                 );
             }
-            PinOutcome::LostWhileMasked => self.drop_msi(now, token, "lost_while_masked"),
+            PinOutcome::LostWhileMasked => {
+                let p = &self.ioapic_mut().pins[pin as usize];
+                if p.setup.flow == PinFlow::LazyDisable && p.desc_status & DESC_PENDING != 0 {
+                    // The kernel already holds this interrupt for a replay.
+                    let (cpu, vector) = (p.cpu as usize, p.vector);
+                    self.ledger.coalesced_into_pending(cpu, vector, token);
+                } else {
+                    self.drop_msi(now, token, "lost_while_masked");
+                }
+            }
             PinOutcome::NoEdge => self.drop_msi(now, token, "no_edge_line_high"),
             PinOutcome::ReservedDeliveryMode => self.drop_msi(now, token, "reserved_delivery_mode"),
-            // Level entries are not built here (the IA-64 flow of the Arm/APIC
-            // fidelity issue adds them); nothing else answers an edge entry.
-            _ => self.drop_msi(now, token, "level_pin_not_modelled"),
+            // Only a level entry answers these; this is the edge path.
+            PinOutcome::PendingUntilUnmask
+            | PinOutcome::BlockedRemoteIrr
+            | PinOutcome::Deasserted => unreachable!("an edge entry answered {outcome:?}"),
         }
         self.queue
             .schedule(now + pulse, Priority::DEVICE, Event::IoapicDeassert { pin });
@@ -457,9 +533,9 @@ impl System {
         if !p.uio {
             return None;
         }
-        let (chip, driver) = (Rc::clone(&p.chip), p.driver);
+        let (chip, setup) = (Rc::clone(&p.chip), p.setup);
         Some(super::Algorithm::Ioapic(Coroutine::new(move |port| {
-            crate::kernel::ioapic_driver::uio_hardirq(IoapicPort::new(port), chip, driver, vector)
+            do_irq(IoapicPort::new(port), chip, setup, vector)
         })))
     }
 
@@ -474,6 +550,7 @@ impl System {
             IoapicOp::WriteIndex(_) => Duration::from_ns_f64(k.index_write_ns),
             IoapicOp::ReadWindow => Duration::from_ns_f64(k.window_read_ns),
             IoapicOp::WriteWindow(_) => Duration::from_ns_f64(k.window_write_ns),
+            IoapicOp::WriteEoi(_) => Duration::from_ns_f64(k.eoi_write_ns),
             IoapicOp::Host(h) => match h {
                 PinHostOp::Eoi | PinHostOp::HandleVector(_) => {
                     unreachable!("{h:?} runs as the CPU's own operation")
@@ -482,6 +559,16 @@ impl System {
                 PinHostOp::SyscallEntry => f.cycles_f64(k.syscall_entry_cycles),
                 PinHostOp::SyscallExit => f.cycles_f64(k.syscall_exit_cycles),
                 PinHostOp::WaitEvent | PinHostOp::Hold { .. } => Duration::ZERO,
+                // Inside `__do_IRQ`: part of costs.cpu.irq_flow_cycles.
+                PinHostOp::DescStatus
+                | PinHostOp::DescEnter
+                | PinHostOp::DescAgain
+                | PinHostOp::DescExit => Duration::ZERO,
+                PinHostOp::DescDisable(_) | PinHostOp::DescEnable(_) => {
+                    f.cycles_f64(k.irq_desc_cycles)
+                }
+                PinHostOp::AckDevice => Duration::from_ns_f64(k.device_ack_ns),
+                PinHostOp::Resend(_) => self.costs.apic.msr_time(apic_sim::msr::MSR_ICR, f),
             },
         }
     }
@@ -515,7 +602,7 @@ impl System {
                 }
                 0
             }
-            IoapicOp::Host(_) => 0,
+            IoapicOp::Host(h) => self.complete_flow_op(now, cpu, h),
             reg => {
                 let host = self.ioapic_mut();
                 let before: Vec<bool> = host
@@ -553,13 +640,16 @@ impl System {
                         change,
                     });
                 }
+                for (input, msg) in fx.delivered {
+                    self.deliver_level(now, input, msg);
+                }
                 fx.value as u64
             }
         }
     }
 
     /// The pin whose hardirq runs on `cpu` now.
-    fn pin_of_cpu_irq(&self, cpu: u32) -> u16 {
+    pub(super) fn pin_of_cpu_irq(&self, cpu: u32) -> u16 {
         match self.cpus[cpu as usize].state {
             CpuState::Running(v) => match self.cpus[cpu as usize].handler_of(v) {
                 HandlerRef::IoapicPin(p) => p,
@@ -569,7 +659,7 @@ impl System {
         }
     }
 
-    fn reader_of(&self, cpu: u32) -> u16 {
+    pub(super) fn reader_of(&self, cpu: u32) -> u16 {
         match self.cpus[cpu as usize].task.as_ref().map(|t| t.kind) {
             Some(TaskKind::IoapicThread(p)) => p,
             other => unreachable!("a UIO read from task {other:?}"),
@@ -766,6 +856,10 @@ impl System {
                     cpu: p.cpu,
                     vector: format!("{:#04x}", p.vector.0),
                     driver: p.driver.as_str(),
+                    trigger: p.setup.trigger.as_str(),
+                    chip: p.setup.chip.as_str(),
+                    flow: p.setup.flow.as_str(),
+                    replays: p.replays,
                     asserted: p.asserted,
                     handler_runs: p.handler_runs,
                     masks: p.masks,
@@ -818,6 +912,14 @@ pub struct IoapicPinReport {
     pub vector: String,
     /// `"read-modify-write"` or `"shadowed"`.
     pub driver: &'static str,
+    /// `"edge"` or `"level"`.
+    pub trigger: &'static str,
+    /// `"x86-io-apic"` or `"ia64-iosapic"`.
+    pub chip: &'static str,
+    /// `"mask-rte"` or `"lazy-disable"`.
+    pub flow: &'static str,
+    /// Interrupts `enable_irq` replayed (self-IPIs).
+    pub replays: u64,
     /// Assertions by the device.
     pub asserted: u64,
     /// Hardirq runs that notified the reader.

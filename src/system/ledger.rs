@@ -80,6 +80,10 @@ pub struct PendingWhere {
     pub irr: u64,
     /// Acknowledged into ISR, handler not yet started.
     pub in_service: u64,
+    /// At a level-triggered IOAPIC pin: the assertion that raised the line, not yet
+    /// delivered (the entry masked, or Remote IRR set), and events the device holds
+    /// behind its line already high (served when the driver acknowledges it).
+    pub ioapic_level: u64,
 }
 
 impl PendingWhere {
@@ -93,6 +97,7 @@ impl PendingWhere {
             + self.harvested
             + self.irr
             + self.in_service
+            + self.ioapic_level
     }
 }
 
@@ -116,6 +121,9 @@ pub struct Ledger {
     pub iommu: u64,
     /// MSIs in the fabric on their way to a local APIC.
     pub fabric: u64,
+    /// Interrupts held at level-triggered IOAPIC pins (see
+    /// [`PendingWhere::ioapic_level`]).
+    pub ioapic_level: u64,
     /// MSIs riding on another MSI (a VMD child MSI merged into VMD's outstanding
     /// MSI), keyed by the id of the MSI they ride on; they land where it lands.
     companions: BTreeMap<u64, Vec<MsiToken>>,
@@ -135,6 +143,7 @@ impl Ledger {
             port: 0,
             iommu: 0,
             fabric: 0,
+            ioapic_level: 0,
             companions: BTreeMap::new(),
             companion_count: 0,
         }
@@ -162,6 +171,26 @@ impl Ledger {
     pub fn drop_msi(&mut self, msi: MsiToken, reason: &str) {
         let n = 1 + self.take_companions(msi).len() as u64;
         *self.dropped.entry(reason.to_string()).or_insert(0) += n;
+    }
+
+    /// `msi` (and its riders) is served without an interrupt of its own: a level
+    /// device's event that the driver's acknowledgement of the device covers. It
+    /// counts as handled and merged.
+    pub fn served_without_interrupt(&mut self, msi: MsiToken) {
+        let n = 1 + self.take_companions(msi).len() as u64;
+        self.handled += n;
+        self.merged += n;
+    }
+
+    /// `msi` joins the interrupt of `v` pending in service at `cpu` (an edge the
+    /// chip did not deliver while the kernel already holds that interrupt as
+    /// IRQ_PENDING, to be replayed): it is handled with it. Counts as merged.
+    pub fn coalesced_into_pending(&mut self, cpu: usize, v: Vector, msi: MsiToken) {
+        self.merged += 1;
+        let riders = self.take_companions(msi);
+        let slot = &mut self.cpus[cpu].get_mut(v).in_service;
+        slot.push(msi);
+        slot.extend(riders);
     }
 
     /// Dropped MSIs, all reasons together.
@@ -249,6 +278,7 @@ impl Ledger {
             iommu: self.iommu,
             vmd: self.companion_count,
             fabric: self.fabric,
+            ioapic_level: self.ioapic_level,
             ..PendingWhere::default()
         };
         for c in &self.cpus {

@@ -21,6 +21,7 @@ pub mod fabric;
 pub mod inject;
 pub mod io;
 pub mod ioapic;
+pub mod ioapic_flow;
 pub mod iommu;
 pub mod ledger;
 pub mod observe;

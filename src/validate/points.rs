@@ -8,9 +8,11 @@ use devices::VmdMode;
 use serde_json::Value;
 
 use crate::experiments::{
-    coalesce_loops, ipi_cluster, nvme_posted, pir_variants, smmu_cmdsync, vmd, ExperimentCtx,
-    FieldSet,
+    coalesce_loops, ipi_cluster, nvme_posted, pir_variants, rte_cache, smmu_cmdsync, vmd,
+    ExperimentCtx, FieldSet,
 };
+use crate::kernel::ioapic_driver::RteDriver;
+use crate::kernel::iosapic::{IoapicChipKind, PinTrigger};
 use crate::kernel::ipi::{IpiMode, ShootdownKernel};
 use crate::DeliveryMode;
 
@@ -30,6 +32,8 @@ pub enum Point {
     /// `ipi-cluster`: `flush-tlb-others-2011` (true) or `smp-call-function-many`, the
     /// x2APIC send, targets (the first N CPUs of socket 1).
     Ipi(bool, IpiModeKey, u32),
+    /// `rte-cache`, IA-64 level pin: read-modify-write (true) or shadowed.
+    Rte(bool),
 }
 
 /// An x2APIC send, orderable (for [`Point`]'s keys).
@@ -63,6 +67,7 @@ impl Point {
             Point::Vmd(..) => vmd::PLATFORM,
             Point::Smmu(..) => smmu_cmdsync::PLATFORM,
             Point::Ipi(..) => ipi_cluster::PLATFORM,
+            Point::Rte(..) => rte_cache::IA64_PLATFORM,
         }
     }
 
@@ -97,7 +102,7 @@ impl Point {
                     ShootdownKernel::SmpCallFunctionMany
                 };
                 let config = ipi_cluster::Config::of(ctx).expect("validate sets valid fields");
-                serde_json::to_value(ipi_cluster::point(
+                return serde_json::to_value(ipi_cluster::point(
                     ctx,
                     &config,
                     kernel,
@@ -105,6 +110,21 @@ impl Point {
                     targets,
                     "socket1",
                 ))
+                .expect("rows serialize");
+            }
+            Point::Rte(rmw) => {
+                let driver = if rmw {
+                    RteDriver::ReadModifyWrite
+                } else {
+                    RteDriver::Shadowed
+                };
+                let sc = ctx.prepared(&rte_cache::chip_scenario(
+                    IoapicChipKind::Ia64Iosapic,
+                    PinTrigger::Level,
+                    driver,
+                    ctx.seed,
+                ));
+                serde_json::to_value(rte_cache::point(driver, &sc))
             }
         };
         row.expect("rows serialize")

@@ -1,0 +1,224 @@
+//! The parts of an IOAPIC pin's flow beyond register accesses: level lines (held
+//! high by the device until its driver acknowledges it), the irq descriptor of
+//! `__do_IRQ` / `disable_irq_nosync` / `enable_irq` (IRQ_DISABLED, IRQ_PENDING,
+//! IRQ_INPROGRESS, IRQ_REPLAY and the depth), and the replay self-IPI. The
+//! algorithms that drive them are in [`crate::kernel::iosapic`].
+
+use apic_sim::{InterruptMessage, PinOutcome};
+use sim_core::{Duration, SimTime};
+
+use super::cpu::{CpuState, HandlerRef};
+use super::ioapic::PinChange;
+use super::ledger::MsiToken;
+use super::{Event, SimEvent, System};
+use crate::engine::Priority;
+use crate::kernel::ioapic_driver::PinHostOp;
+use crate::kernel::iosapic::{DESC_DISABLED, DESC_INPROGRESS, DESC_PENDING, DESC_REPLAY};
+
+impl System {
+    /// The device of level pin `pin` (index in `ioapic_pins`) has an event: it raises
+    /// its line if it was low; if the line is already high the event waits in the
+    /// device for the driver's acknowledgement.
+    pub(super) fn on_level_assert(&mut self, now: SimTime, pin: u16) {
+        let host = self.ioapic_mut();
+        let p = &mut host.pins[pin as usize];
+        p.asserted += 1;
+        let (input, source, high) = (p.pin, p.source, p.level_high);
+        let next = p.arrival.as_ref().map(|a| now + a.next_gap(&mut p.rng));
+        let token = self.new_msi(now, source);
+        if high {
+            self.ioapic_mut().pins[pin as usize].level_riders.push(token);
+            self.ledger.ioapic_level += 1;
+        } else {
+            let host = self.ioapic_mut();
+            host.pins[pin as usize].level_high = true;
+            let outcome = host.io.assert_pin(input, true).expect("validated pin");
+            self.emit(SimEvent::IoapicPin {
+                t: now,
+                pin: input,
+                change: PinChange::Asserted,
+            });
+            match outcome {
+                PinOutcome::Delivered(msg) => self.send_pin_message(now, msg, Some(token)),
+                PinOutcome::PendingUntilUnmask | PinOutcome::BlockedRemoteIrr => {
+                    self.ioapic_mut().pins[pin as usize].level_undelivered = Some(token);
+                    self.ledger.ioapic_level += 1;
+                }
+                PinOutcome::ReservedDeliveryMode => {
+                    self.drop_msi(now, token, "reserved_delivery_mode")
+                }
+                other => unreachable!("a level entry answered {other:?} to a rising line"),
+            }
+        }
+        if let Some(at) = next {
+            self.queue
+                .schedule(at, Priority::DEVICE, Event::IoapicAssert { pin });
+        }
+    }
+
+    /// A register access (an unmask, an EOI) made the IOAPIC send `msg` for a level
+    /// line still high: it carries the assertion that raised the line if that one was
+    /// not delivered yet, else no new event (the handler it starts finds none).
+    pub(super) fn deliver_level(&mut self, now: SimTime, input: u8, msg: InterruptMessage) {
+        let host = self.ioapic_mut();
+        let token = host.by_pin[input as usize]
+            .and_then(|i| host.pins[i as usize].level_undelivered.take());
+        if token.is_some() {
+            self.ledger.ioapic_level -= 1;
+        }
+        self.send_pin_message(now, msg, token);
+    }
+
+    fn send_pin_message(&mut self, now: SimTime, msg: InterruptMessage, msi: Option<MsiToken>) {
+        let latency = Duration::from_ns_f64(self.costs.ioapic.message_latency_ns);
+        let cpu = *self
+            .apic_to_cpu
+            .get(&msg.destination)
+            .expect("entries are programmed at this machine's APIC IDs");
+        if msi.is_some() {
+            self.ledger.fabric += 1;
+        }
+        self.queue.schedule(
+            now + latency,
+            Priority::APIC,
+            Event::ApicMessage {
+                cpu,
+                vector: msg.vector,
+                level: false,
+                msi,
+            },
+        );
+    }
+
+    /// The pin a flow step of `cpu` is about: its hardirq's, else its reader's.
+    fn flow_pin(&self, cpu: u32) -> u16 {
+        if let CpuState::Running(v) = self.cpus[cpu as usize].state {
+            if let HandlerRef::IoapicPin(p) = self.cpus[cpu as usize].handler_of(v) {
+                return p;
+            }
+        }
+        self.reader_of(cpu)
+    }
+
+    /// Applies a flow step when it completes; returns its value.
+    pub(super) fn complete_flow_op(&mut self, now: SimTime, cpu: u32, op: PinHostOp) -> u64 {
+        let needs_pin = matches!(
+            op,
+            PinHostOp::DescStatus
+                | PinHostOp::DescEnter
+                | PinHostOp::DescAgain
+                | PinHostOp::DescExit
+                | PinHostOp::DescDisable(_)
+                | PinHostOp::DescEnable(_)
+                | PinHostOp::Resend(_)
+                | PinHostOp::AckDevice
+        );
+        if !needs_pin {
+            return 0;
+        }
+        let pin = match op {
+            PinHostOp::DescDisable(input) | PinHostOp::DescEnable(input) | PinHostOp::Resend(input) => {
+                match self.ioapic_mut().by_pin[input as usize] {
+                    Some(i) => i,
+                    // Not a pin of this scenario: nothing to change.
+                    None => return 0,
+                }
+            }
+            _ => self.flow_pin(cpu),
+        };
+        let p = &mut self.ioapic_mut().pins[pin as usize];
+        let st = &mut p.desc_status;
+        match op {
+            PinHostOp::DescStatus => *st as u64,
+            PinHostOp::DescEnter => {
+                *st &= !DESC_REPLAY;
+                *st |= DESC_PENDING;
+                if *st & (DESC_DISABLED | DESC_INPROGRESS) == 0 {
+                    *st &= !DESC_PENDING;
+                    *st |= DESC_INPROGRESS;
+                    1
+                } else {
+                    0
+                }
+            }
+            PinHostOp::DescAgain => {
+                let again = *st & DESC_PENDING != 0;
+                *st &= !DESC_PENDING;
+                again as u64
+            }
+            PinHostOp::DescExit => {
+                *st &= !DESC_INPROGRESS;
+                0
+            }
+            PinHostOp::DescDisable(_) => {
+                p.desc_depth += 1;
+                if p.desc_depth == 1 {
+                    *st |= DESC_DISABLED;
+                    1
+                } else {
+                    0
+                }
+            }
+            PinHostOp::DescEnable(_) => {
+                // An enable without a disable is a driver bug Linux warns about; it
+                // changes nothing.
+                if p.desc_depth == 0 {
+                    return 0;
+                }
+                p.desc_depth -= 1;
+                if p.desc_depth > 0 {
+                    return 0;
+                }
+                *st &= !DESC_DISABLED;
+                let mut r = 1;
+                if *st & (DESC_PENDING | DESC_REPLAY) == DESC_PENDING {
+                    *st |= DESC_REPLAY;
+                    r |= 2;
+                }
+                r
+            }
+            PinHostOp::Resend(_) => {
+                p.replays += 1;
+                let (target, vector) = (p.cpu, p.vector);
+                let flight = Duration::from_ns_f64(self.costs.apic.ipi_latency_ns);
+                self.queue.schedule(
+                    now + flight,
+                    Priority::APIC,
+                    Event::ApicMessage {
+                        cpu: target,
+                        vector,
+                        level: false,
+                        msi: None,
+                    },
+                );
+                0
+            }
+            PinHostOp::AckDevice => {
+                if !p.level_high {
+                    return 0;
+                }
+                p.level_high = false;
+                let input = p.pin;
+                let served: Vec<MsiToken> = p
+                    .level_undelivered
+                    .take()
+                    .into_iter()
+                    .chain(p.level_riders.drain(..))
+                    .collect();
+                let host = self.ioapic_mut();
+                let _ = host.io.assert_pin(input, false);
+                for t in served {
+                    self.ledger.ioapic_level -= 1;
+                    self.ledger.served_without_interrupt(t);
+                }
+                self.emit(SimEvent::IoapicPin {
+                    t: now,
+                    pin: input,
+                    change: PinChange::Deasserted,
+                });
+                0
+            }
+            _ => unreachable!("filtered above"),
+        }
+    }
+}
