@@ -218,7 +218,7 @@ enum Command {
         #[arg(long = "set", value_name = "FIELD=VALUE")]
         sets: Vec<String>,
     },
-    /// Set every published figure of the x86 seeds that an experiment reproduces
+    /// Set every published figure of the seeds (000-004) that an experiment reproduces
     /// beside the model's value; with --sensitivity, move each assumed or calibrated
     /// cost by -20 % and +20 % and list the comparisons that change direction.
     Validate {

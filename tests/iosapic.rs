@@ -92,7 +92,13 @@ fn the_lazy_disable_replays_what_arrived_while_disabled() {
         )
     };
     let (mask, lazy) = (run(&sc(PinFlow::MaskRte)), run(&sc(PinFlow::LazyDisable)));
-    let lost = |r: &Report| r.msis.dropped.get("lost_while_masked").copied().unwrap_or(0);
+    let lost = |r: &Report| {
+        r.msis
+            .dropped
+            .get("lost_while_masked")
+            .copied()
+            .unwrap_or(0)
+    };
     assert!(lost(&mask) > 100, "{:?}", mask.msis);
     assert_eq!(lost(&lazy), 0, "{:?}", lazy.msis);
     let p = &lazy.ioapic[0];

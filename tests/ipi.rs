@@ -16,7 +16,13 @@ use proptest::prelude::*;
 
 /// One shootdown from `from` to `targets` at 1 us on an idle `spec` machine.
 fn one_call(spec: TopologySpec, from: u32, targets: Vec<u32>, mode: IpiMode) -> Scenario {
-    kernel_call(spec, from, targets, mode, ShootdownKernel::SmpCallFunctionMany)
+    kernel_call(
+        spec,
+        from,
+        targets,
+        mode,
+        ShootdownKernel::SmpCallFunctionMany,
+    )
 }
 
 /// The same with the shootdown algorithm of `kernel`.
@@ -147,10 +153,7 @@ fn a_whole_socket_costs_one_write_per_cluster_in_cluster_mode() {
         .cycles(costs.apic.wrmsr_icr_cycles as u64)
         .as_ps();
     let accept_ps = (costs.interconnect.icr_accept_cross_socket_ns * 1e3) as u64;
-    assert_eq!(
-        load(&p).sender_phases.icr_ps,
-        40 * icr_ps + 39 * accept_ps
-    );
+    assert_eq!(load(&p).sender_phases.icr_ps, 40 * icr_ps + 39 * accept_ps);
     assert_eq!(load(&c).sender_phases.icr_ps, 3 * icr_ps + 2 * accept_ps);
     assert!(call_ns(&c) < call_ns(&p));
 }

@@ -24,8 +24,8 @@ use serde::Serialize;
 use super::{ExperimentCtx, ExperimentOutput};
 use crate::kernel::ioapic_driver::{mask_irq, unmask_irq, RteDriver};
 use crate::kernel::iosapic::{
-    chip_mask, chip_unmask, disable_irq_nosync, enable_irq, set_affinity, IoapicChipKind,
-    PinFlow, PinSetup, PinTrigger,
+    chip_mask, chip_unmask, disable_irq_nosync, enable_irq, set_affinity, IoapicChipKind, PinFlow,
+    PinSetup, PinTrigger,
 };
 use crate::system::ioapic::IoapicPinConfig;
 use crate::system::{DeliveryMode, Scenario, System};
@@ -172,8 +172,9 @@ pub fn point(driver: RteDriver, sc: &Scenario) -> Row {
         }
         IoapicChipKind::Ia64Iosapic => {
             let c = chip.clone();
-            let (mt, m) =
-                timed_call(&mut sys, move |io| async move { chip_mask(&io, &c, setup).await });
+            let (mt, m) = timed_call(&mut sys, move |io| async move {
+                chip_mask(&io, &c, setup).await
+            });
             let c = chip.clone();
             let (ut, u) = timed_call(&mut sys, move |io| async move {
                 chip_unmask(&io, &c, setup).await
@@ -194,7 +195,10 @@ pub fn point(driver: RteDriver, sc: &Scenario) -> Row {
             disable_irq_nosync(&io, &c, setup).await
         });
         let c = chip.clone();
-        timed_call(&mut sys, move |io| async move { enable_irq(&io, &c, setup).await }).0
+        timed_call(&mut sys, move |io| async move {
+            enable_irq(&io, &c, setup).await
+        })
+        .0
     });
     Row {
         driver: driver.as_str(),
@@ -310,7 +314,10 @@ mod tests {
                 .unwrap()
         };
         for k in ["unmask_cycles", "mask_cycles", "set_affinity_cycles"] {
-            assert!(cycles("read-modify-write", k) > cycles("shadowed", k), "{k}");
+            assert!(
+                cycles("read-modify-write", k) > cycles("shadowed", k),
+                "{k}"
+            );
         }
         assert!(rows
             .iter()

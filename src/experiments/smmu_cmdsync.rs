@@ -33,7 +33,7 @@ use devices::NicConfig;
 /// Simulated time of a latency point, us.
 const LATENCY_US: f64 = 400.0;
 /// Simulated time of a transmit point, us.
-const TX_US: f64 = 5000.0;
+const TX_US: f64 = 20000.0;
 /// Transmit points do not count datagrams that left the wire before this, us.
 const TX_WARMUP_US: f64 = 500.0;
 /// CPUs of the machine: one socket's worth for 16 senders and their queues.

@@ -228,12 +228,7 @@ pub async fn io_apic_sync(io: &IoapicPort) {
 }
 
 /// Sets or clears the mask bit of `chip`'s entry with `driver`, with no sync read.
-pub async fn modify_mask(
-    io: &IoapicPort,
-    chip: &IoapicChipData,
-    driver: RteDriver,
-    masked: bool,
-) {
+pub async fn modify_mask(io: &IoapicPort, chip: &IoapicChipData, driver: RteDriver, masked: bool) {
     let mask = RTE_MASKED as u32;
     match driver {
         RteDriver::ReadModifyWrite => {

@@ -27,7 +27,10 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("generic", include_str!("../../platforms/generic.toml")),
     ("spr", include_str!("../../platforms/spr.toml")),
     ("spr-2s", include_str!("../../platforms/spr-2s.toml")),
-    ("kunpeng920", include_str!("../../platforms/kunpeng920.toml")),
+    (
+        "kunpeng920",
+        include_str!("../../platforms/kunpeng920.toml"),
+    ),
     ("wsm-ex", include_str!("../../platforms/wsm-ex.toml")),
     ("ia64-zx1", include_str!("../../platforms/ia64-zx1.toml")),
 ];

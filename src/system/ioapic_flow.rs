@@ -27,7 +27,9 @@ impl System {
         let next = p.arrival.as_ref().map(|a| now + a.next_gap(&mut p.rng));
         let token = self.new_msi(now, source);
         if high {
-            self.ioapic_mut().pins[pin as usize].level_riders.push(token);
+            self.ioapic_mut().pins[pin as usize]
+                .level_riders
+                .push(token);
             self.ledger.ioapic_level += 1;
         } else {
             let host = self.ioapic_mut();
@@ -117,7 +119,9 @@ impl System {
             return 0;
         }
         let pin = match op {
-            PinHostOp::DescDisable(input) | PinHostOp::DescEnable(input) | PinHostOp::Resend(input) => {
+            PinHostOp::DescDisable(input)
+            | PinHostOp::DescEnable(input)
+            | PinHostOp::Resend(input) => {
                 match self.ioapic_mut().by_pin[input as usize] {
                     Some(i) => i,
                     // Not a pin of this scenario: nothing to change.

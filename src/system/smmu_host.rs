@@ -42,6 +42,7 @@ use sim_core::{Duration, SimTime};
 
 use super::cpu::{CpuState, Task, TaskCo, TaskKind, TaskOp};
 use super::scenario::{Arch, Scenario, ScenarioError};
+pub use super::smmu_costs::{IoWriteLands, SmmuHostCosts};
 use super::task::TaskIssued;
 use super::{Event, System, LATENCY_MAX_NS};
 use crate::engine::{Coroutine, Priority, RngStreams};
@@ -49,7 +50,6 @@ use crate::kernel::smmu::{
     dma_unmap, issue_sync, CmdqDriver, HostWord, Llq, SmmuCpuOp, SmmuCpuPort,
 };
 use crate::report::LatencySummary;
-pub use super::smmu_costs::{IoWriteLands, SmmuHostCosts};
 
 /// Scenario `[smmu]`: the SMMU of an `arch = "arm"` system as its driver finds it.
 /// Its command-queue timing is the platform's `costs.smmu_cmdq`.

@@ -286,9 +286,7 @@ impl SenderPhases {
             | IpiOp::FlushStateFill(_)
             | IpiOp::FlushMaskSet(..)
             | IpiOp::FlushStateUnlock(_) => &mut self.queue_csd_ps,
-            IpiOp::WrmsrFence | IpiOp::LocalIrqSave | IpiOp::LocalIrqRestore => {
-                &mut self.fence_ps
-            }
+            IpiOp::WrmsrFence | IpiOp::LocalIrqSave | IpiOp::LocalIrqRestore => &mut self.fence_ps,
             IpiOp::WriteIcr(_) => &mut self.icr_ps,
             IpiOp::WaitCsd(_) | IpiOp::LoadsRetired | IpiOp::FlushMaskPoll(_) | IpiOp::CpuRelax => {
                 &mut self.wait_ps
@@ -710,7 +708,10 @@ impl System {
                         task.irq_off = task.irq_off.saturating_sub(1);
                     }
                 }
-                Issued::Busy(self.freq.cycles_f64(self.costs.smmu_host.irq_mask_cycles), 0)
+                Issued::Busy(
+                    self.freq.cycles_f64(self.costs.smmu_host.irq_mask_cycles),
+                    0,
+                )
             }
             IpiOp::CpuRelax => Issued::Busy(self.freq.cycles_f64(ipi.pause_cycles), 0),
             IpiOp::FlushStateLock(_)

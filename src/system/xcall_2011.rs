@@ -70,15 +70,36 @@ impl System {
         match op {
             IpiOp::FlushStateLock(slot) => {
                 let f = self.flush_state(slot);
-                let d = access(f, LineOp::Xchg { word: LOCK_WORD, value: 1 }, now);
+                let d = access(
+                    f,
+                    LineOp::Xchg {
+                        word: LOCK_WORD,
+                        value: 1,
+                    },
+                    now,
+                );
                 let acquired = !f.locked;
                 f.locked = true;
                 Issued::Busy(d, acquired as u64)
             }
             IpiOp::FlushStateFill(slot) => {
                 let f = self.flush_state(slot);
-                let mut d = access(f, LineOp::Store { word: MM_WORD, value: 1 }, now);
-                d += access(f, LineOp::Store { word: VA_WORD, value: 1 }, now + d);
+                let mut d = access(
+                    f,
+                    LineOp::Store {
+                        word: MM_WORD,
+                        value: 1,
+                    },
+                    now,
+                );
+                d += access(
+                    f,
+                    LineOp::Store {
+                        word: VA_WORD,
+                        value: 1,
+                    },
+                    now + d,
+                );
                 Issued::Busy(d, 0)
             }
             IpiOp::FlushMaskSet(slot, target) => {
@@ -95,8 +116,22 @@ impl System {
             }
             IpiOp::FlushStateUnlock(slot) => {
                 let f = self.flush_state(slot);
-                let mut d = access(f, LineOp::Store { word: MM_WORD, value: 0 }, now);
-                d += access(f, LineOp::Store { word: LOCK_WORD, value: 0 }, now + d);
+                let mut d = access(
+                    f,
+                    LineOp::Store {
+                        word: MM_WORD,
+                        value: 0,
+                    },
+                    now,
+                );
+                d += access(
+                    f,
+                    LineOp::Store {
+                        word: LOCK_WORD,
+                        value: 0,
+                    },
+                    now + d,
+                );
                 f.locked = false;
                 Issued::Busy(d, 0)
             }

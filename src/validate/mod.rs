@@ -1,4 +1,4 @@
-//! `irqsim validate`: the model against every published figure of the x86 seeds that
+//! `irqsim validate`: the model against every published figure of the seeds (000-004) that
 //! an experiment reproduces, and how the comparisons move when one assumed or
 //! calibrated cost moves.
 //!
