@@ -27,7 +27,10 @@ fn main() {
         row("flush-tlb-others-2011", "cluster"),
     );
     // "2 batches of grouped IPI's vs 20 serialized (at least the sending part)".
-    assert_eq!((cycles(pre, "icr_writes"), cycles(post, "icr_writes")), (20, 2));
+    assert_eq!(
+        (cycles(pre, "icr_writes"), cycles(post, "icr_writes")),
+        (20, 2)
+    );
     assert!(cycles(post, "sender_cycles") < cycles(pre, "sender_cycles"));
     println!(
         "2.6.38 flush_tlb_others, per-CPU send / per-cluster send: {:.2}x (seed 003: 3x)",

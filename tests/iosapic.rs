@@ -128,3 +128,38 @@ fn a_level_line_waits_while_masked_and_its_ack_serves_every_event() {
     // A level disable masks the entry; nothing is replayed (the line stays asserted).
     assert!(p.masks > 0 && p.replays == 0, "{p:?}");
 }
+
+/// Flow steps issued by an algorithm of your own (not a pin's hardirq or reader) have
+/// no pin to act on: they do nothing, and nothing panics.
+#[test]
+fn flow_steps_outside_a_pins_flow_are_no_ops() {
+    use irqsim::kernel::ioapic_driver::PinHostOp;
+    let mut sc = pin_scenario(
+        1,
+        1e4,
+        0.0,
+        PinTrigger::Level,
+        IoapicChipKind::Ia64Iosapic,
+        PinFlow::LazyDisable,
+        RteDriver::Shadowed,
+    );
+    sc.ioapic_pins[0].uio = false;
+    sc.ioapic_pins[0].arrival = None;
+    let mut sys = System::new(&sc).unwrap();
+    sys.run_ioapic(0, |io| async move {
+        for op in [
+            PinHostOp::Notify,
+            PinHostOp::WaitEvent,
+            PinHostOp::AckDevice,
+            PinHostOp::DescStatus,
+            PinHostOp::DescEnter,
+            PinHostOp::DescEnable(9),
+        ] {
+            assert_eq!(io.run(op).await, 0, "{op:?}");
+        }
+    })
+    .unwrap();
+    sys.run_to_end();
+    assert!(!sys.task_running(0));
+    assert!(sys.report().msis.balanced);
+}

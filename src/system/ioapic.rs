@@ -593,7 +593,10 @@ impl System {
         }
         match op {
             IoapicOp::Host(PinHostOp::Notify) => {
-                let pin = self.pin_of_cpu_irq(cpu);
+                // A notify outside a pin's flow (a `run_ioapic` algorithm) has no reader.
+                let Some(pin) = self.flow_pin(cpu) else {
+                    return 0;
+                };
                 let p = &mut self.ioapic_mut().pins[pin as usize];
                 p.events += 1;
                 p.handler_runs += 1;
@@ -648,24 +651,6 @@ impl System {
         }
     }
 
-    /// The pin whose hardirq runs on `cpu` now.
-    pub(super) fn pin_of_cpu_irq(&self, cpu: u32) -> u16 {
-        match self.cpus[cpu as usize].state {
-            CpuState::Running(v) => match self.cpus[cpu as usize].handler_of(v) {
-                HandlerRef::IoapicPin(p) => p,
-                other => unreachable!("notify from handler {other:?}"),
-            },
-            other => unreachable!("notify outside a hardirq: {other:?}"),
-        }
-    }
-
-    pub(super) fn reader_of(&self, cpu: u32) -> u16 {
-        match self.cpus[cpu as usize].task.as_ref().map(|t| t.kind) {
-            Some(TaskKind::IoapicThread(p)) => p,
-            other => unreachable!("a UIO read from task {other:?}"),
-        }
-    }
-
     /// Issues a thread task's IOAPIC operation.
     pub(super) fn issue_task_ioapic_op(
         &mut self,
@@ -676,7 +661,10 @@ impl System {
         let c = cpu as usize;
         match op {
             IoapicOp::Host(PinHostOp::WaitEvent) => {
-                let pin = self.reader_of(cpu);
+                // Only a pin's reader has events to wait for; anyone else reads nothing.
+                let Some(pin) = self.flow_pin(cpu) else {
+                    return TaskIssued::Busy(Duration::ZERO, 0);
+                };
                 let wake = Duration::from_ns_f64(self.costs.ioapic.user_wakeup_ns);
                 let p = &mut self.ioapic_mut().pins[pin as usize];
                 if p.events > p.seen {

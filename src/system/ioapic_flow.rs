@@ -92,14 +92,19 @@ impl System {
         );
     }
 
-    /// The pin a flow step of `cpu` is about: its hardirq's, else its reader's.
-    fn flow_pin(&self, cpu: u32) -> u16 {
-        if let CpuState::Running(v) = self.cpus[cpu as usize].state {
-            if let HandlerRef::IoapicPin(p) = self.cpus[cpu as usize].handler_of(v) {
-                return p;
+    /// The pin a flow step of `cpu` is about: its hardirq's, else its reader's; none
+    /// for an algorithm of `System::run_ioapic` (a step without a pin does nothing).
+    pub(super) fn flow_pin(&self, cpu: u32) -> Option<u16> {
+        let c = &self.cpus[cpu as usize];
+        if let CpuState::Running(v) = c.state {
+            if let HandlerRef::IoapicPin(p) = c.handler_of(v) {
+                return Some(p);
             }
         }
-        self.reader_of(cpu)
+        match c.task.as_ref().map(|t| t.kind) {
+            Some(super::cpu::TaskKind::IoapicThread(p)) => Some(p),
+            _ => None,
+        }
     }
 
     /// Applies a flow step when it completes; returns its value.
@@ -128,7 +133,10 @@ impl System {
                     None => return 0,
                 }
             }
-            _ => self.flow_pin(cpu),
+            _ => match self.flow_pin(cpu) {
+                Some(p) => p,
+                None => return 0,
+            },
         };
         let p = &mut self.ioapic_mut().pins[pin as usize];
         let st = &mut p.desc_status;
