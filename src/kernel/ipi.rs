@@ -373,6 +373,21 @@ fn fixed_icr(vector: Vector, dest_mode: DestMode, shorthand: Shorthand, dest: u3
     )
 }
 
+/// One ICR write per CPU of `mask` (without `this_cpu` when `exclude_self`).
+async fn icr_per_cpu(
+    cpu: &IpiPort,
+    this_cpu: CpuId,
+    mask: &CpuMask,
+    exclude_self: bool,
+    icr_of: impl Fn(CpuId) -> Icr,
+) {
+    for query_cpu in mask.iter() {
+        if !(exclude_self && query_cpu == this_cpu) {
+            cpu.write_icr(icr_of(query_cpu)).await;
+        }
+    }
+}
+
 /// `x2apic_phys.c` `__x2apic_send_IPI_mask`: fence, then one ICR write per CPU of
 /// `mask` (without the sender when `exclude_self`).
 pub async fn x2apic_phys_send_ipi_mask(
@@ -384,14 +399,15 @@ pub async fn x2apic_phys_send_ipi_mask(
     exclude_self: bool,
 ) {
     cpu.wrmsr_fence().await;
-    for query_cpu in mask.iter() {
-        if exclude_self && query_cpu == this_cpu {
-            continue;
-        }
-        let dest = maps.apicid(query_cpu).0;
-        cpu.write_icr(fixed_icr(vector, DestMode::Physical, Shorthand::None, dest))
-            .await;
-    }
+    icr_per_cpu(cpu, this_cpu, mask, exclude_self, |c| {
+        fixed_icr(
+            vector,
+            DestMode::Physical,
+            Shorthand::None,
+            maps.apicid(c).0,
+        )
+    })
+    .await;
 }
 
 /// `x2apic_cluster.c` `__x2apic_send_IPI_mask`: fence; then, walking a copy of the
@@ -441,14 +457,15 @@ pub async fn x2apic_cluster_send_ipi_mask_per_cpu(
 ) {
     cpu.wrmsr_fence().await;
     cpu.run(IpiOp::LocalIrqSave).await;
-    for query_cpu in mask.iter() {
-        if exclude_self && query_cpu == this_cpu {
-            continue;
-        }
-        let dest = maps.logical_apicid(query_cpu);
-        cpu.write_icr(fixed_icr(vector, DestMode::Logical, Shorthand::None, dest))
-            .await;
-    }
+    icr_per_cpu(cpu, this_cpu, mask, exclude_self, |c| {
+        fixed_icr(
+            vector,
+            DestMode::Logical,
+            Shorthand::None,
+            maps.logical_apicid(c),
+        )
+    })
+    .await;
     cpu.run(IpiOp::LocalIrqRestore).await;
 }
 
@@ -605,6 +622,10 @@ pub struct IpiCosts {
     /// Intel's optimization manual gives PAUSE about 140 cycles from Skylake on (it
     /// was about 10 before); a Westmere profile sets its own.
     pub pause_cycles: f64,
+    /// `local_irq_save()` or `local_irq_restore()` on x86 (PUSHF; CLI, or POPF),
+    /// core cycles. Default 10: assumption, a few cycles for CLI and more for POPF,
+    /// which writes the whole flags register.
+    pub irq_save_cycles: f64,
 }
 
 impl Default for IpiCosts {
@@ -614,6 +635,7 @@ impl Default for IpiCosts {
             csd_setup_cycles: 30.0,
             func_cycles: 500.0,
             pause_cycles: 140.0,
+            irq_save_cycles: 10.0,
         }
     }
 }

@@ -113,6 +113,7 @@ impl Costs {
             ("csd_setup_cycles", self.ipi.csd_setup_cycles),
             ("func_cycles", self.ipi.func_cycles),
             ("pause_cycles", self.ipi.pause_cycles),
+            ("irq_save_cycles", self.ipi.irq_save_cycles),
         ] {
             check_non_negative(&format!("costs.ipi.{name}"), v)?;
         }

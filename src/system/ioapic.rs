@@ -450,7 +450,6 @@ impl System {
         if self.ioapic_mut().pins[pin as usize].setup.trigger == PinTrigger::Level {
             return self.on_level_assert(now, pin);
         }
-        let latency = Duration::from_ns_f64(self.costs.ioapic.message_latency_ns);
         let host = self.ioapic_mut();
         let p = &mut host.pins[pin as usize];
         p.asserted += 1;
@@ -465,20 +464,7 @@ impl System {
         });
         let token = self.new_msi(now, source);
         match outcome {
-            PinOutcome::Delivered(msg) => {
-                let cpu = self.cpu_of_message(&msg);
-                self.ledger.fabric += 1;
-                self.queue.schedule(
-                    now + latency,
-                    Priority::APIC,
-                    Event::ApicMessage {
-                        cpu,
-                        vector: msg.vector,
-                        level: false,
-                        msi: Some(token),
-                    },
-                );
-            }
+            PinOutcome::Delivered(msg) => self.send_pin_message(now, msg, Some(token)),
             PinOutcome::LostWhileMasked => {
                 let p = &self.ioapic_mut().pins[pin as usize];
                 if p.setup.flow == PinFlow::LazyDisable && p.desc_status & DESC_PENDING != 0 {
@@ -518,13 +504,6 @@ impl System {
                 change: PinChange::Deasserted,
             });
         }
-    }
-
-    fn cpu_of_message(&self, msg: &apic_sim::InterruptMessage) -> u32 {
-        *self
-            .apic_to_cpu
-            .get(&msg.destination)
-            .expect("entries are programmed at this machine's APIC IDs")
     }
 
     /// The hardirq of pin `pin`'s vector: the UIO flow, or a plain edge handler.

@@ -71,7 +71,12 @@ impl System {
         self.send_pin_message(now, msg, token);
     }
 
-    fn send_pin_message(&mut self, now: SimTime, msg: InterruptMessage, msi: Option<MsiToken>) {
+    pub(super) fn send_pin_message(
+        &mut self,
+        now: SimTime,
+        msg: InterruptMessage,
+        msi: Option<MsiToken>,
+    ) {
         let latency = Duration::from_ns_f64(self.costs.ioapic.message_latency_ns);
         let cpu = *self
             .apic_to_cpu

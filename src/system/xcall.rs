@@ -708,10 +708,7 @@ impl System {
                         task.irq_off = task.irq_off.saturating_sub(1);
                     }
                 }
-                Issued::Busy(
-                    self.freq.cycles_f64(self.costs.smmu_host.irq_mask_cycles),
-                    0,
-                )
+                Issued::Busy(self.freq.cycles_f64(ipi.irq_save_cycles), 0)
             }
             IpiOp::CpuRelax => Issued::Busy(self.freq.cycles_f64(ipi.pause_cycles), 0),
             IpiOp::FlushStateLock(_)
