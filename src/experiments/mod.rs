@@ -347,7 +347,7 @@ pub const ALL: &[ExperimentInfo] = &[
     },
     ExperimentInfo {
         name: "smmu-cmdsync",
-        summary: "Arm SMMUv3 CMD_SYNC latency, unmap rate from 1 and 16 CPUs, and UDP transmit throughput with strict-mode unmaps, MSI polling on and off",
+        summary: "Arm SMMUv3 on Kunpeng 920: CMD_SYNC latency and poll window, unmap rate from 1 and 16 CPUs, and UDP transmit throughput with strict-mode unmaps, MSI polling on and off",
         run: smmu_cmdsync::run_with,
         check: smmu_cmdsync::check,
     },
@@ -365,13 +365,13 @@ pub const ALL: &[ExperimentInfo] = &[
     },
     ExperimentInfo {
         name: "rte-cache",
-        summary: "IOAPIC mask_irq/unmask_irq cycles, read-modify-write of the RTE low word vs a shadowed low word",
+        summary: "mask_irq/unmask_irq cycles, read-modify-write of the RTE low word vs a shadowed low word: x86 io_apic.c (edge) and IA-64 iosapic.c (level, set_affinity, enable_irq)",
         run: rte_cache::run_with,
         check: rte_cache::check,
     },
     ExperimentInfo {
         name: "ioapic-mask",
-        summary: "edge interrupts lost while a user-space-driver-like flow masks the IOAPIC pin: asserted = delivered + lost + pending",
+        summary: "edge interrupts while a user-space-driver-like flow keeps the pin off, by masking the entry (lost) or by the lazy disable (replayed): asserted = delivered + lost + pending",
         run: ioapic_mask::run_with,
         check: ioapic_mask::check,
     },

@@ -185,14 +185,22 @@ pub fn render_report(r: &Report) -> String {
     for p in &r.ioapic {
         let _ = writeln!(
             s,
-            "IOAPIC pin {} {} ({}, cpu {}): {} asserted, {} handler runs, masked {:.1} % of the time",
+            "IOAPIC pin {} {} ({} {} {}, {}, cpu {}): {} asserted, {} handler runs, masked {:.1} % of the time{}",
             p.pin,
             p.name,
+            p.chip,
+            p.trigger,
+            p.flow,
             p.driver,
             p.cpu,
             p.asserted,
             p.handler_runs,
-            p.masked_frac * 100.0
+            p.masked_frac * 100.0,
+            if p.replays > 0 {
+                format!(", {} replayed by enable_irq", p.replays)
+            } else {
+                String::new()
+            }
         );
     }
     if let Some(m) = r.smmu.as_ref().filter(|m| m.cmdq.consumed > 0) {
