@@ -278,15 +278,16 @@ pub struct OpEffect {
 
 /// Performs `op` on `io`.
 pub fn perform(io: &mut Ioapic, op: IoapicOp) -> OpEffect {
-    match op {
-        IoapicOp::WriteIndex(reg) => {
-            let w = io.mmio_write(IOREGSEL, reg as u32);
-            OpEffect {
-                value: 0,
-                access: w.access,
-                delivered: w.delivered,
-            }
+    let write = |io: &mut Ioapic, offset, value| {
+        let w = io.mmio_write(offset, value);
+        OpEffect {
+            value: 0,
+            access: w.access,
+            delivered: w.delivered,
         }
+    };
+    match op {
+        IoapicOp::WriteIndex(reg) => write(io, IOREGSEL, reg as u32),
         IoapicOp::ReadWindow => {
             let (value, access) = io.mmio_read(IOWIN);
             OpEffect {
@@ -295,22 +296,8 @@ pub fn perform(io: &mut Ioapic, op: IoapicOp) -> OpEffect {
                 delivered: Vec::new(),
             }
         }
-        IoapicOp::WriteWindow(v) => {
-            let w = io.mmio_write(IOWIN, v);
-            OpEffect {
-                value: 0,
-                access: w.access,
-                delivered: w.delivered,
-            }
-        }
-        IoapicOp::WriteEoi(vector) => {
-            let w = io.mmio_write(IOEOI, vector as u32);
-            OpEffect {
-                value: 0,
-                access: w.access,
-                delivered: w.delivered,
-            }
-        }
+        IoapicOp::WriteWindow(v) => write(io, IOWIN, v),
+        IoapicOp::WriteEoi(vector) => write(io, IOEOI, vector as u32),
         // Not a register access: the driver of the flow performs it.
         IoapicOp::Host(_) => OpEffect::default(),
     }
