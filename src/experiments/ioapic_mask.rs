@@ -1,5 +1,5 @@
 //! `ioapic-mask`: edge interrupts lost while a user-space-driver-like flow holds the
-//! pin masked. Every point is a [`System`] run with one IOAPIC pin
+//! pin masked. Every point is a [`System`](crate::System) run with one IOAPIC pin
 //! (`[[ioapic_pins]]`, see `system::ioapic`).
 //!
 //! ```text

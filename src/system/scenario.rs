@@ -559,6 +559,11 @@ impl Scenario {
     /// Parses TOML text; `origin` names the source in errors. When the text names a
     /// `platform`, its profile's costs are the starting point and the text's `[costs]`
     /// table overrides single fields on top.
+    ///
+    /// This checks the text's shape (known keys, types, enumerated names). The values
+    /// themselves (ranges, CPUs that exist, vectors that do not collide) are checked
+    /// by [`Scenario::validate`], which [`crate::System::new`] runs; call it to get a
+    /// typed error before building anything.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
         let parse_error = |e: &dyn Display| ScenarioError::Parse {
             path: origin.into(),
