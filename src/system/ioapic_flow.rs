@@ -114,34 +114,22 @@ impl System {
 
     /// Applies a flow step when it completes; returns its value.
     pub(super) fn complete_flow_op(&mut self, now: SimTime, cpu: u32, op: PinHostOp) -> u64 {
-        let needs_pin = matches!(
-            op,
-            PinHostOp::DescStatus
-                | PinHostOp::DescEnter
-                | PinHostOp::DescAgain
-                | PinHostOp::DescExit
-                | PinHostOp::DescDisable(_)
-                | PinHostOp::DescEnable(_)
-                | PinHostOp::Resend(_)
-                | PinHostOp::AckDevice
-        );
-        if !needs_pin {
-            return 0;
-        }
         let pin = match op {
             PinHostOp::DescDisable(input)
             | PinHostOp::DescEnable(input)
-            | PinHostOp::Resend(input) => {
-                match self.ioapic_mut().by_pin[input as usize] {
-                    Some(i) => i,
-                    // Not a pin of this scenario: nothing to change.
-                    None => return 0,
-                }
-            }
-            _ => match self.flow_pin(cpu) {
-                Some(p) => p,
-                None => return 0,
-            },
+            | PinHostOp::Resend(input) => self.ioapic_mut().by_pin[input as usize],
+            PinHostOp::DescStatus
+            | PinHostOp::DescEnter
+            | PinHostOp::DescAgain
+            | PinHostOp::DescExit
+            | PinHostOp::AckDevice => self.flow_pin(cpu),
+            // The rest change nothing here (their effects are elsewhere).
+            _ => None,
+        };
+        // No pin (an input of no scenario pin, or a `run_ioapic` algorithm): nothing
+        // to change.
+        let Some(pin) = pin else {
+            return 0;
         };
         let p = &mut self.ioapic_mut().pins[pin as usize];
         let st = &mut p.desc_status;
@@ -235,7 +223,7 @@ impl System {
                 });
                 0
             }
-            _ => unreachable!("filtered above"),
+            _ => unreachable!("no pin for {op:?} above"),
         }
     }
 }

@@ -1002,18 +1002,15 @@ impl System {
         let c = cpu as usize;
         if let Some(line_op) = line_op_of(op) {
             let cpu_ref = &mut self.cpus[c];
-            let kind = cpu_ref.pid.classify(cpu_ref.agent, &line_op);
-            let fetch = self
-                .costs
-                .pid_line
-                .access_cost(kind, line_op.class(), self.freq);
             // A miss waits while the line is in flight to another agent (an IOMMU
             // post holding it, another CPU's transfer); a hit does not touch it.
-            let cost = if kind == pid_model::AccessKind::L1Hit {
-                fetch
-            } else {
-                cpu_ref.pid.occupy(now, fetch).since(now) + fetch
-            };
+            let cost = cpu_ref.pid.timed_cost(
+                cpu_ref.agent,
+                &line_op,
+                now,
+                &self.costs.pid_line,
+                self.freq,
+            );
             cpu_ref.time.pid_access += cost;
             self.emit_cpu_span(cpu, now, cost, CpuActivity::PidAccess { op });
             return cost;

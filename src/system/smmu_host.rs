@@ -34,7 +34,7 @@ use hdrhistogram::Histogram;
 use iommu_sim::smmuv3::{
     CmdqCounters, ConsumeEffect, QueuePtr, Smmu, SmmuConfig, SmmuFeatures, SyncCompletion,
 };
-use pid_model::{AccessKind, Agent, DataLine, LineOp, Words};
+use pid_model::{Agent, DataLine, LineOp, Words};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -695,14 +695,7 @@ impl System {
                 let (l, w) = arm.host.place(word);
                 let line = &mut arm.host.lines[l].line;
                 let access = access_op(line_op, w, 0);
-                let kind = line.classify(agent, &access);
-                let cost = self.costs.pid_line.access_cost(kind, access.class(), freq);
-                let start = if kind == AccessKind::L1Hit {
-                    now
-                } else {
-                    line.occupy(now, cost)
-                };
-                start.since(now) + cost
+                line.timed_cost(agent, &access, now, &self.costs.pid_line, freq)
             }
         };
         self.cpus[c].time.smmu += cost;
@@ -948,15 +941,15 @@ impl System {
         // line model's price of the read (a snoop of the core that wrote the command).
         let memory_path = if arm.smmu.cmdq.fetches_line() {
             let hop = self.costs.smmu_host.core_to_smmu();
-            let line = &mut arm.host.lines[l].line;
             let read = LineOp::Load { word: w };
-            let cost = self.costs.pid_line.access_cost(
-                line.classify(agent, &read),
-                read.class(),
+            let at_home = arm.host.lines[l].line.timed_cost(
+                agent,
+                &read,
+                now + hop,
+                &self.costs.pid_line,
                 self.freq,
             );
-            let start = line.occupy(now + hop, cost);
-            start.since(now) + cost + hop
+            hop + at_home + hop
         } else {
             Duration::ZERO
         };
@@ -990,17 +983,18 @@ impl System {
                 let at = match arm.smmu.cmdq.slot_at(addr) {
                     Some(slot) => {
                         let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(slot));
-                        let line = &mut arm.host.lines[l].line;
                         let write = LineOp::Store {
                             word: w,
                             value: data as u64,
                         };
-                        let cost = self.costs.pid_line.access_cost(
-                            line.classify(arm.host.agent, &write),
-                            write.class(),
-                            self.freq,
-                        );
-                        line.occupy(arrive, cost) + cost
+                        arrive
+                            + arm.host.lines[l].line.timed_cost(
+                                arm.host.agent,
+                                &write,
+                                arrive,
+                                &self.costs.pid_line,
+                                self.freq,
+                            )
                     }
                     None => arrive,
                 };

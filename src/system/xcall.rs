@@ -35,7 +35,7 @@ use apic_sim::msr::{MSR_EOI, MSR_ICR};
 use apic_sim::{AcceptOutcome, ApicEffect, ApicTopology, DeliveryOutcome, IpiMessage};
 use devices::ArrivalProcess;
 use hdrhistogram::Histogram;
-use pid_model::{AccessKind, Agent, DataLine, LineOp, Words};
+use pid_model::{Agent, DataLine, LineOp, Words};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sim_core::{ApicId, CpuId, Duration, SimTime, Vector};
@@ -615,16 +615,17 @@ impl System {
         let fill_buffers = self.costs.cpu.fill_buffers.max(1) as usize;
         let q = &mut self.xcall.misses[cpu as usize];
         q.retain(|&done| done > now);
+        // With every buffer busy, the load takes the one that frees first.
         let start = if q.len() >= fill_buffers {
-            q.iter().copied().min().expect("full")
+            let (i, _) = q
+                .iter()
+                .enumerate()
+                .min_by_key(|&(_, &done)| done)
+                .expect("full");
+            q.remove(i).expect("in range")
         } else {
             now
         };
-        if let Some(i) = q.iter().position(|&d| d == start) {
-            if q.len() >= fill_buffers {
-                q.remove(i);
-            }
-        }
         q.push_back(start + latency);
         // Issuing the load takes an L1-hit's time; the miss itself runs on.
         start.since(now) + self.freq.cycles_f64(self.costs.pid_line.l1_hit_cycles)
@@ -937,15 +938,9 @@ pub(super) fn line_access(
     costs: &super::Costs,
     freq: sim_core::Freq,
 ) -> Duration {
-    let kind = line.classify(agent, &op);
-    let cost = costs.pid_line.access_cost(kind, op.class(), freq);
-    let start = if kind == AccessKind::L1Hit {
-        now
-    } else {
-        line.occupy(now, cost)
-    };
+    let d = line.timed_cost(agent, &op, now, &costs.pid_line, freq);
     let _ = line.perform(agent, op);
-    start.since(now) + cost
+    d
 }
 
 /// Cross calls in a report.

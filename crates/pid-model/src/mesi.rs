@@ -596,6 +596,27 @@ impl<D: LineData> Line<D> {
         costs.access_cost(self.classify(agent, op), op.class(), cpu_freq)
     }
 
+    /// How long `op` by `agent`, requested at `at`, takes from then to its end: its
+    /// [`cost`](Self::cost), after waiting for a transfer of the line in flight
+    /// ([`occupy`](Self::occupy), which it claims) unless it hits the requester's own
+    /// copy. Does not perform it.
+    pub fn timed_cost(
+        &mut self,
+        agent: Agent,
+        op: &LineOp,
+        at: SimTime,
+        costs: &LineCosts,
+        cpu_freq: Freq,
+    ) -> Duration {
+        let kind = self.classify(agent, op);
+        let cost = costs.access_cost(kind, op.class(), cpu_freq);
+        if kind == AccessKind::L1Hit {
+            cost
+        } else {
+            self.occupy(at, cost).since(at) + cost
+        }
+    }
+
     /// Applies `op` by `agent`: coherence transitions of every affected agent, the data
     /// effect, counters and transition counts.
     ///
@@ -891,6 +912,25 @@ mod tests {
             .validate_op(dma, &LineOp::Xchg { word: 0, value: 1 })
             .is_err());
         assert!(l.validate_op(dma, &post(0x40)).is_err());
+    }
+
+    #[test]
+    fn a_timed_miss_waits_for_the_transfer_in_flight_and_a_hit_does_not() {
+        let costs = LineCosts::default();
+        let f = Freq::from_mhz(2000).unwrap();
+        let mut l = DataLine::with_data(Words::default(), 0);
+        let load = LineOp::Load { word: 0 };
+        let t0 = SimTime::ZERO;
+        let first = l.timed_cost(C0, &load, t0, &costs, f);
+        assert_eq!(first, l.cost(C0, &load, &costs, f));
+        // C1's miss requested at once waits for C0's transfer to end.
+        let second = l.timed_cost(C1, &load, t0, &costs, f);
+        assert_eq!(second, first + l.cost(C1, &load, &costs, f));
+        let _ = l.perform(C0, load);
+        assert_eq!(
+            l.timed_cost(C0, &load, t0, &costs, f),
+            costs.access_cost(AccessKind::L1Hit, OpClass::Load, f)
+        );
     }
 
     #[test]
