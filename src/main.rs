@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use irqsim::experiments::{self, ExperimentCtx, DEFAULT_SEED};
-use irqsim::report::table::render_report;
+use irqsim::report::table::{render_report_with, Detail};
 use irqsim::report::trace::{ChromeTrace, TraceWindow};
 use irqsim::{Scenario, ScenarioError, System};
 
@@ -192,6 +192,11 @@ enum Command {
         /// Write the JSON report to PATH, or to stdout with `-` (the table is not printed then).
         #[arg(long, value_name = "PATH|-")]
         json: Option<String>,
+        /// Print a line per device, NIC queue, VMD domain, shootdown load and IOAPIC
+        /// pin and a row per CPU (by default a kind with more than 8 is summarised,
+        /// and the CPU table keeps the 8 busiest of more than 16).
+        #[arg(long)]
+        full: bool,
         #[command(flatten)]
         trace: TraceArgs,
     },
@@ -311,8 +316,12 @@ fn main() -> ExitCode {
             scenario,
             seed,
             json,
+            full,
             trace,
-        }) => run_scenario(&scenario, seed, json.as_deref(), &trace),
+        }) => {
+            let detail = if full { Detail::Full } else { Detail::Summary };
+            run_scenario(&scenario, seed, json.as_deref(), detail, &trace)
+        }
         Some(Command::Bench(cmd)) => run_bench(cmd),
         Some(Command::List) => {
             list();
@@ -435,6 +444,7 @@ fn run_scenario(
     arg: &str,
     seed: Option<u64>,
     json: Option<&str>,
+    detail: Detail,
     trace: &TraceArgs,
 ) -> Result<(), String> {
     let mut scenario = load_scenario(arg).map_err(|e| e.to_string())?;
@@ -472,9 +482,9 @@ fn run_scenario(
             let mut file = json_file.expect("opened before the run");
             writeln!(file, "{}", report.to_json())
                 .map_err(|e| format!("--json {path}: cannot write: {e}"))?;
-            print_stdout(&render_report(&report))
+            print_stdout(&render_report_with(&report, detail))
         }
-        None => print_stdout(&render_report(&report)),
+        None => print_stdout(&render_report_with(&report, detail)),
     }
 }
 
