@@ -275,7 +275,7 @@ pub(super) struct Pin {
     /// Level: the assertion that raised the line, while not yet delivered.
     pub(super) level_undelivered: Option<super::ledger::MsiToken>,
     /// Level: assertions while the line was already high.
-    pub(super) level_riders: Vec<super::ledger::MsiToken>,
+    pub(super) level_riders: super::token_bag::TokenBag,
     /// Replays by `enable_irq` (self-IPIs).
     pub(super) replays: u64,
     /// Index of the pin's interrupt source in the ledger's sources.
@@ -384,7 +384,7 @@ impl System {
                 desc_depth: 0,
                 level_high: false,
                 level_undelivered: None,
-                level_riders: Vec::new(),
+                level_riders: Default::default(),
                 replays: 0,
                 source: sources.len() as u32 - 1,
                 pulses_high: 0,

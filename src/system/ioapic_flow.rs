@@ -204,18 +204,16 @@ impl System {
                 }
                 p.level_high = false;
                 let input = p.pin;
-                let served: Vec<MsiToken> = p
-                    .level_undelivered
-                    .take()
-                    .into_iter()
-                    .chain(p.level_riders.drain(..))
-                    .collect();
+                let undelivered = p.level_undelivered.take();
+                let riders = p.level_riders.take();
                 let host = self.ioapic_mut();
                 let _ = host.io.assert_pin(input, false);
-                for t in served {
+                if let Some(t) = undelivered {
                     self.ledger.ioapic_level -= 1;
                     self.ledger.served_without_interrupt(t);
                 }
+                self.ledger.ioapic_level -= riders.len();
+                self.ledger.bag_served_without_interrupt(riders);
                 self.emit(SimEvent::IoapicPin {
                     t: now,
                     pin: input,

@@ -2,11 +2,15 @@
 //!
 //! Each MSI is in exactly one place at a time. Merging (a second MSI to a vector whose
 //! bit is already set in PIR or IRR) keeps both MSIs: they travel together and are both
-//! handled by the next run of that vector's handler, each with its own latency.
+//! handled by the next run of that vector's handler, each with its own latency. The
+//! MSIs of one place are a [`TokenBag`]: a starved vector's merged MSIs take bounded
+//! memory, their raise times kept to the bag's resolution.
 
 use std::collections::BTreeMap;
 
 use sim_core::{SimTime, Vector};
+
+use super::token_bag::{RaiseSpan, TokenBag};
 
 /// One MSI: its sequence number in the run (0, 1, ...) and when it was raised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,13 +25,45 @@ pub struct MsiToken {
 #[derive(Default, Debug)]
 struct Slot {
     /// Bit set in the CPU's PIR (posted mode).
-    in_pir: Vec<MsiToken>,
+    in_pir: TokenBag,
     /// Taken out of PIR by a locked exchange, not yet dispatched.
-    harvested: Vec<MsiToken>,
+    harvested: TokenBag,
     /// Bit set in the LAPIC's IRR (remapped mode).
-    in_irr: Vec<MsiToken>,
+    in_irr: TokenBag,
     /// Acknowledged into ISR, handler not started.
-    in_service: Vec<MsiToken>,
+    in_service: TokenBag,
+}
+
+/// The MSIs one handler call serves: the first ones as tokens, any beyond
+/// [`super::token_bag::EXACT_TOKENS`] per place as spans of raise times.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// MSIs kept one by one.
+    pub exact: Vec<MsiToken>,
+    /// MSIs kept as counts over a range of raise times.
+    pub spans: Vec<RaiseSpan>,
+}
+
+impl Served {
+    /// MSIs served, exact and in spans.
+    pub fn count(&self) -> u64 {
+        self.exact.len() as u64 + self.spans.iter().map(|s| s.count).sum::<u64>()
+    }
+
+    /// MSIs served that are kept only as spans.
+    pub fn in_spans(&self) -> u64 {
+        self.spans.iter().map(|s| s.count).sum()
+    }
+
+    fn clear(&mut self) {
+        self.exact.clear();
+        self.spans.clear();
+    }
+
+    fn append(&mut self, bag: TokenBag) {
+        self.exact.extend_from_slice(bag.exact());
+        self.spans.extend_from_slice(bag.spans());
+    }
 }
 
 const NO_SLOT: u16 = u16::MAX;
@@ -126,7 +162,7 @@ pub struct Ledger {
     pub ioapic_level: u64,
     /// MSIs riding on another MSI (a VMD child MSI merged into VMD's outstanding
     /// MSI), keyed by the id of the MSI they ride on; they land where it lands.
-    companions: BTreeMap<u64, Vec<MsiToken>>,
+    companions: BTreeMap<u64, TokenBag>,
     companion_count: u64,
 }
 
@@ -157,19 +193,19 @@ impl Ledger {
         self.merged += 1;
     }
 
-    fn take_companions(&mut self, lead: MsiToken) -> Vec<MsiToken> {
+    fn take_companions(&mut self, lead: MsiToken) -> TokenBag {
         match self.companions.remove(&lead.id) {
             Some(c) => {
-                self.companion_count -= c.len() as u64;
+                self.companion_count -= c.len();
                 c
             }
-            None => Vec::new(),
+            None => TokenBag::default(),
         }
     }
 
     /// Counts `msi` (and any MSI riding on it) dropped for `reason`.
     pub fn drop_msi(&mut self, msi: MsiToken, reason: &str) {
-        let n = 1 + self.take_companions(msi).len() as u64;
+        let n = 1 + self.take_companions(msi).len();
         *self.dropped.entry(reason.to_string()).or_insert(0) += n;
     }
 
@@ -177,9 +213,19 @@ impl Ledger {
     /// device's event that the driver's acknowledgement of the device covers. It
     /// counts as handled and merged.
     pub fn served_without_interrupt(&mut self, msi: MsiToken) {
-        let n = 1 + self.take_companions(msi).len() as u64;
+        let n = 1 + self.take_companions(msi).len();
         self.handled += n;
         self.merged += n;
+    }
+
+    /// Every MSI of `bag` is served as [`Ledger::served_without_interrupt`] serves one.
+    pub fn bag_served_without_interrupt(&mut self, bag: TokenBag) {
+        for &t in bag.exact() {
+            self.served_without_interrupt(t);
+        }
+        let in_spans: u64 = bag.spans().iter().map(|s| s.count).sum();
+        self.handled += in_spans;
+        self.merged += in_spans;
     }
 
     /// `msi` joins the interrupt of `v` pending in service at `cpu` (an edge the
@@ -190,7 +236,7 @@ impl Ledger {
         let riders = self.take_companions(msi);
         let slot = &mut self.cpus[cpu].get_mut(v).in_service;
         slot.push(msi);
-        slot.extend(riders);
+        slot.absorb(riders);
     }
 
     /// Dropped MSIs, all reasons together.
@@ -206,7 +252,7 @@ impl Ledger {
         let riders = self.take_companions(msi);
         let slot = &mut self.cpus[cpu].get_mut(v).in_pir;
         slot.push(msi);
-        slot.extend(riders);
+        slot.absorb(riders);
     }
 
     /// The LAPIC of `cpu` set `IRR[v]` for `msi`.
@@ -217,7 +263,7 @@ impl Ledger {
         let riders = self.take_companions(msi);
         let slot = &mut self.cpus[cpu].get_mut(v).in_irr;
         slot.push(msi);
-        slot.extend(riders);
+        slot.absorb(riders);
     }
 
     /// A locked exchange on PIR word `word` of `cpu` returned `bits`: every MSI behind
@@ -228,29 +274,30 @@ impl Ledger {
             let v = Vector((word as u32 * 64 + b.trailing_zeros()) as u8);
             b &= b - 1;
             let slot = self.cpus[cpu].get_mut(v);
-            let moved = std::mem::take(&mut slot.in_pir);
-            slot.harvested.extend(moved);
+            let moved = slot.in_pir.take();
+            slot.harvested.absorb(moved);
         }
     }
 
     /// The LAPIC moved vector `v` from IRR to ISR.
     pub fn acknowledged(&mut self, cpu: usize, v: Vector) {
         let slot = self.cpus[cpu].get_mut(v);
-        let moved = std::mem::take(&mut slot.in_irr);
-        slot.in_service.extend(moved);
+        let moved = slot.in_irr.take();
+        slot.in_service.absorb(moved);
     }
 
     /// Vector `v`'s handler starts on `cpu`; fills `out` with the MSIs it serves
     /// (empty for a spurious call).
-    pub fn handler_started(&mut self, cpu: usize, v: Vector, out: &mut Vec<MsiToken>) {
+    pub fn handler_started(&mut self, cpu: usize, v: Vector, out: &mut Served) {
         out.clear();
         let slot = self.cpus[cpu].get_mut(v);
-        out.append(&mut slot.harvested);
-        out.append(&mut slot.in_service);
-        if out.is_empty() {
+        out.append(slot.harvested.take());
+        out.append(slot.in_service.take());
+        let n = out.count();
+        if n == 0 {
             self.spurious_handler_calls += 1;
         }
-        self.handled += out.len() as u64;
+        self.handled += n;
     }
 
     /// MSIs pending at CPU `cpu` (in PIR, harvested, in IRR or in service), by vector,
@@ -264,8 +311,7 @@ impl Ledger {
                     return None;
                 }
                 let s = &c.slots[idx as usize];
-                let n = (s.in_pir.len() + s.harvested.len() + s.in_irr.len() + s.in_service.len())
-                    as u64;
+                let n = s.in_pir.len() + s.harvested.len() + s.in_irr.len() + s.in_service.len();
                 (n > 0).then_some((Vector(v), n))
             })
             .collect()
@@ -283,10 +329,10 @@ impl Ledger {
         };
         for c in &self.cpus {
             for s in &c.slots {
-                p.pir += s.in_pir.len() as u64;
-                p.harvested += s.harvested.len() as u64;
-                p.irr += s.in_irr.len() as u64;
-                p.in_service += s.in_service.len() as u64;
+                p.pir += s.in_pir.len();
+                p.harvested += s.harvested.len();
+                p.irr += s.in_irr.len();
+                p.in_service += s.in_service.len();
             }
         }
         p
@@ -317,13 +363,13 @@ mod tests {
         l.posted(0, Vector(0x21), tok(1, 20), true);
         assert!(l.is_balanced());
         l.harvested_word(0, 0, 1 << 0x21);
-        let mut served = Vec::new();
+        let mut served = Served::default();
         l.handler_started(0, Vector(0x21), &mut served);
-        assert_eq!(served, vec![tok(0, 10), tok(1, 20)]);
+        assert_eq!(served.exact, vec![tok(0, 10), tok(1, 20)]);
         assert_eq!((l.handled, l.merged), (2, 1));
         assert!(l.is_balanced());
         l.handler_started(0, Vector(0x21), &mut served);
-        assert!(served.is_empty());
+        assert_eq!(served.count(), 0);
         assert_eq!(l.spurious_handler_calls, 1);
     }
 
@@ -416,9 +462,34 @@ mod tests {
         l.posted(0, Vector(0x40), tok(0, 1), false);
         l.harvested_word(0, 1, 1 << 0);
         l.posted(0, Vector(0x40), tok(1, 2), false);
-        let mut served = Vec::new();
+        let mut served = Served::default();
         l.handler_started(0, Vector(0x40), &mut served);
-        assert_eq!(served, vec![tok(0, 1)]);
+        assert_eq!(served.exact, vec![tok(0, 1)]);
         assert_eq!(l.pending().pir, 1);
+    }
+
+    #[test]
+    fn a_starved_irr_bit_keeps_a_million_merges_in_bounded_memory() {
+        let mut l = Ledger::new(1);
+        let v = Vector(0x30);
+        let n = 1_000_000u64;
+        for i in 0..n {
+            l.generated += 1;
+            l.accepted_in_irr(0, v, tok(i, i * 33_000), i > 0);
+        }
+        assert_eq!(l.pending().irr, n);
+        assert!(l.is_balanced());
+        let slot = l.cpus[0].get_mut(v);
+        assert_eq!(
+            slot.in_irr.exact().len(),
+            super::super::token_bag::EXACT_TOKENS
+        );
+        assert!(slot.in_irr.spans().len() < 2000);
+        l.acknowledged(0, v);
+        let mut served = Served::default();
+        l.handler_started(0, v, &mut served);
+        assert_eq!((served.count(), l.handled, l.pending().total()), (n, n, 0));
+        assert_eq!(served.in_spans(), n - 64);
+        assert!(l.is_balanced());
     }
 }

@@ -30,6 +30,7 @@ pub mod smmu_costs;
 pub mod smmu_host;
 pub mod sources;
 pub mod task;
+pub mod token_bag;
 pub mod transmit;
 pub mod xcall;
 pub mod xcall_2011;
@@ -225,7 +226,7 @@ pub struct System {
     notifications_sent: u64,
     notifications_suppressed: u64,
     notifications_undeliverable: u64,
-    served: Vec<MsiToken>,
+    served: ledger::Served,
     end_of_scenario: SimTime,
     wall: std::time::Duration,
     observer: Option<Box<dyn Observer>>,
@@ -556,7 +557,7 @@ impl System {
             notifications_sent: 0,
             notifications_suppressed: 0,
             notifications_undeliverable: 0,
-            served: Vec::new(),
+            served: ledger::Served::default(),
             end_of_scenario: SimTime::ZERO + Duration::from_secs_f64(sc.duration_us * 1e-6),
             costs,
             wall: std::time::Duration::ZERO,
@@ -1018,13 +1019,19 @@ impl System {
         match op {
             CpuOp::HandleVector(vector) => {
                 self.ledger.handler_started(c, vector, &mut self.served);
-                for msi in &self.served {
+                for msi in &self.served.exact {
                     let ns = now.since(msi.raised).as_ps().div_ceil(1000);
                     self.latency.saturating_record(ns);
                 }
+                for span in &self.served.spans {
+                    let ns = now.since(span.midpoint()).as_ps().div_ceil(1000);
+                    self.latency.saturating_record_n(ns, span.count);
+                }
                 self.cpus[c].handler_calls += 1;
                 let body = match self.cpus[c].handler_of(vector) {
-                    HandlerRef::Dsa(d) => self.device_handler_cycles(now, d, self.served.len()),
+                    HandlerRef::Dsa(d) => {
+                        self.device_handler_cycles(now, d, self.served.count() as usize)
+                    }
                     HandlerRef::None => 0.0,
                     other => self.io_handler_cycles(now, cpu, other),
                 };
@@ -1035,7 +1042,8 @@ impl System {
                         t: now,
                         cpu,
                         vector,
-                        msis: &self.served,
+                        msis: &self.served.exact,
+                        more: self.served.in_spans(),
                     });
                 }
                 self.emit_cpu_span(cpu, now, cost, CpuActivity::Handler { vector });

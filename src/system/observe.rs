@@ -182,8 +182,13 @@ pub enum SimEvent<'a> {
         cpu: u32,
         /// Vector whose handler runs.
         vector: Vector,
-        /// MSIs served by this call (merged MSIs together).
+        /// MSIs served by this call (merged MSIs together), one by one.
         msis: &'a [MsiToken],
+        /// MSIs this call also serves that the ledger kept only as a count with
+        /// their raise times (a place holding more than
+        /// [`super::token_bag::EXACT_TOKENS`]; see [`super::token_bag`]): they have no
+        /// id here, so no trace flow ends for them.
+        more: u64,
     },
     /// The MESI state of `agent` (`None` = the IOMMU, else a CPU index) for the
     /// descriptor line of CPU `line` is now `state`.

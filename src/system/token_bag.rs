@@ -1,0 +1,266 @@
+//! MSIs waiting together at one place (a vector's PIR or IRR bit, a VMD MSI they
+//! merged into), in memory that does not grow with how many there are.
+//!
+//! A starved vector — its bit set in IRR while higher-priority work keeps the CPU
+//! busy — merges every later MSI into the same bit for as long as it starves. Keeping
+//! one token per merged MSI makes memory grow with run length. A bag keeps the first
+//! [`EXACT_TOKENS`] as tokens (ids and raise times, for traces and observers) and the
+//! rest as spans of raise times with a count each. Spans are merged as they age: a
+//! span is never wider than [`AGE_RESOLUTION`] of its age, measured from its newest
+//! raise to the newest raise in the bag, and the age only grows until the MSIs are
+//! served. A latency taken at a span's midpoint is therefore within half that fraction
+//! of the true one, and the number of spans grows with the logarithm of the oldest
+//! age, not with the count.
+
+use sim_core::SimTime;
+
+use super::ledger::MsiToken;
+
+/// MSIs a bag keeps one by one before it keeps spans.
+pub const EXACT_TOKENS: usize = 64;
+
+/// Widest a span may be, as a fraction of its age (see the module docs).
+pub const AGE_RESOLUTION: f64 = 1.0 / 64.0;
+
+/// Most spans a bag holds; past it the bag merges coarser than [`AGE_RESOLUTION`].
+/// The resolution's own bound (about `ln(oldest age / 1 ps) / AGE_RESOLUTION`, some
+/// 1,700 spans for one simulated second) stays below it in any run of irqsim's length.
+pub const MAX_SPANS: usize = 4096;
+
+/// Spans a bag lets accumulate before its first merge pass.
+const FIRST_PASS_AT: usize = 64;
+
+/// MSIs kept as one count, raised between `first` and `last` (inclusive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaiseSpan {
+    /// The earliest raise time in the span.
+    pub first: SimTime,
+    /// The latest raise time in the span.
+    pub last: SimTime,
+    /// MSIs in the span (at least 1).
+    pub count: u64,
+}
+
+impl RaiseSpan {
+    /// The raise time a latency of this span's MSIs is measured from.
+    pub fn midpoint(&self) -> SimTime {
+        SimTime(self.first.0 + (self.last.0 - self.first.0) / 2)
+    }
+}
+
+/// MSIs that wait and move together: exact tokens, then spans (see module docs).
+#[derive(Debug, Default)]
+pub struct TokenBag {
+    exact: Vec<MsiToken>,
+    /// In order of raise time.
+    spans: Vec<RaiseSpan>,
+    span_count: u64,
+    /// The newest raise time in the bag: ages are measured back from it.
+    newest: SimTime,
+    /// Span count at which the next merge pass runs.
+    pass_at: usize,
+}
+
+impl TokenBag {
+    /// MSIs in the bag.
+    pub fn len(&self) -> u64 {
+        self.exact.len() as u64 + self.span_count
+    }
+
+    /// Whether the bag holds no MSI.
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.span_count == 0
+    }
+
+    /// The MSIs kept one by one, in arrival order.
+    pub fn exact(&self) -> &[MsiToken] {
+        &self.exact
+    }
+
+    /// The MSIs kept as counts, in order of raise time.
+    pub fn spans(&self) -> &[RaiseSpan] {
+        &self.spans
+    }
+
+    /// Adds one MSI.
+    pub fn push(&mut self, msi: MsiToken) {
+        self.newest = self.newest.max(msi.raised);
+        if self.exact.len() < EXACT_TOKENS && self.spans.is_empty() {
+            self.exact.push(msi);
+            return;
+        }
+        self.add_span(RaiseSpan {
+            first: msi.raised,
+            last: msi.raised,
+            count: 1,
+        });
+    }
+
+    /// Moves every MSI of `other` into this bag.
+    pub fn absorb(&mut self, other: TokenBag) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        for msi in other.exact {
+            self.push(msi);
+        }
+        self.newest = self.newest.max(other.newest);
+        for s in other.spans {
+            self.add_span(s);
+        }
+    }
+
+    /// Empties the bag, returning what it held.
+    pub fn take(&mut self) -> TokenBag {
+        std::mem::take(self)
+    }
+
+    fn add_span(&mut self, s: RaiseSpan) {
+        self.newest = self.newest.max(s.last);
+        self.span_count += s.count;
+        // MSIs reach a place nearly in raise order; the rare earlier one is inserted.
+        match self.spans.last() {
+            Some(l) if l.first > s.first => {
+                let at = self.spans.partition_point(|x| x.first <= s.first);
+                self.spans.insert(at, s);
+            }
+            _ => self.spans.push(s),
+        }
+        if self.spans.len() >= self.pass_at.max(FIRST_PASS_AT) {
+            self.merge_pass(AGE_RESOLUTION);
+            let mut resolution = AGE_RESOLUTION;
+            while self.spans.len() > MAX_SPANS {
+                resolution *= 2.0;
+                self.merge_pass(resolution);
+            }
+            self.pass_at = 2 * self.spans.len();
+        }
+    }
+
+    /// Merges neighbouring spans, oldest first, while the merged span stays within
+    /// `resolution` of its age.
+    fn merge_pass(&mut self, resolution: f64) {
+        let newest = self.newest;
+        let mut merged: Vec<RaiseSpan> = Vec::with_capacity(self.spans.len());
+        for s in self.spans.drain(..) {
+            if let Some(m) = merged.last_mut() {
+                let first = m.first.min(s.first);
+                let last = m.last.max(s.last);
+                let width = (last.0 - first.0) as f64;
+                let age = newest.0.saturating_sub(last.0) as f64;
+                if width <= resolution * age {
+                    *m = RaiseSpan {
+                        first,
+                        last,
+                        count: m.count + s.count,
+                    };
+                    continue;
+                }
+            }
+            merged.push(s);
+        }
+        self.spans = merged;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(id: u64, raised_ps: u64) -> MsiToken {
+        MsiToken {
+            id,
+            raised: SimTime(raised_ps),
+        }
+    }
+
+    #[test]
+    fn the_first_msis_stay_exact() {
+        let mut b = TokenBag::default();
+        for i in 0..EXACT_TOKENS as u64 {
+            b.push(tok(i, i * 1000));
+        }
+        assert_eq!(b.exact().len(), EXACT_TOKENS);
+        assert!(b.spans().is_empty());
+        b.push(tok(99, 1_000_000));
+        assert_eq!(
+            (b.exact().len(), b.spans().len(), b.len()),
+            (EXACT_TOKENS, 1, 65)
+        );
+    }
+
+    #[test]
+    fn a_million_msis_take_bounded_spans_and_keep_their_count() {
+        // One MSI every 33 ns for 33 ms: a starved vector at 30 M/s.
+        let mut b = TokenBag::default();
+        let n = 1_000_000u64;
+        for i in 0..n {
+            b.push(tok(i, i * 33_000));
+        }
+        assert_eq!(b.len(), n);
+        assert_eq!(b.spans().iter().map(|s| s.count).sum::<u64>() + 64, n);
+        assert!(b.spans().len() < 2000, "{} spans", b.spans().len());
+        // Every span stays within the resolution of its age at the newest raise.
+        let newest = (n - 1) * 33_000;
+        for s in b.spans() {
+            let width = (s.last.0 - s.first.0) as f64;
+            let age = (newest - s.last.0) as f64;
+            assert!(width <= AGE_RESOLUTION * age + 1.0, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn midpoint_latency_is_within_the_resolution() {
+        let mut b = TokenBag::default();
+        let n = 200_000u64;
+        for i in 0..n {
+            b.push(tok(i, i * 10_000));
+        }
+        let served_at = n * 10_000;
+        // The exact latency sum against the spans' midpoint estimate.
+        let exact: f64 = (0..n).map(|i| (served_at - i * 10_000) as f64).sum();
+        let estimate: f64 = b
+            .exact()
+            .iter()
+            .map(|t| (served_at - t.raised.0) as f64)
+            .chain(
+                b.spans()
+                    .iter()
+                    .map(|s| (served_at - s.midpoint().0) as f64 * s.count as f64),
+            )
+            .sum();
+        assert!(
+            ((estimate - exact) / exact).abs() < AGE_RESOLUTION / 2.0,
+            "{estimate} vs {exact}"
+        );
+    }
+
+    #[test]
+    fn absorb_keeps_every_msi_and_the_order() {
+        let mut a = TokenBag::default();
+        let mut b = TokenBag::default();
+        for i in 0..100 {
+            a.push(tok(i, 2 * i * 1000));
+            b.push(tok(1000 + i, (2 * i + 1) * 1000));
+        }
+        a.absorb(b);
+        assert_eq!(a.len(), 200);
+        assert!(a.spans().windows(2).all(|w| w[0].first <= w[1].first));
+        let mut c = TokenBag::default();
+        c.absorb(a.take());
+        assert_eq!((c.len(), a.len()), (200, 0));
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn a_late_earlier_raise_is_inserted_in_order() {
+        let mut b = TokenBag::default();
+        for i in 0..70 {
+            b.push(tok(i, 1_000 * (i + 10)));
+        }
+        b.push(tok(70, 5));
+        assert_eq!(b.spans()[0].first, SimTime(5));
+        assert_eq!(b.len(), 71);
+    }
+}
