@@ -196,13 +196,15 @@ pub(super) struct VmdRt {
 pub(super) struct NicRt {
     pub name: String,
     pub queues: Vec<NicQueueRt>,
-    pub rng: ChaCha8Rng,
     pub napi: NapiConfig,
     pub handler_cycles: f64,
 }
 
 pub(super) struct NicQueueRt {
     pub queue: NicQueue,
+    /// The queue's own random stream: a queue whose full ring parks its arrivals
+    /// draws them later, in bulk, without moving any other queue's draws.
+    pub rng: ChaCha8Rng,
     pub source: u32,
     pub cpu: u32,
     pub wake: Wake,
@@ -548,6 +550,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             })?;
             queues.push(NicQueueRt {
                 queue,
+                rng: b.streams.stream(&format!("{name} q{q}")),
                 source,
                 cpu: cpu.0,
                 wake: Wake::default(),
@@ -557,7 +560,6 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             });
         }
         io.nics.push(NicRt {
-            rng: b.streams.stream(&name),
             name,
             queues,
             napi: n.napi.clone(),
@@ -606,8 +608,8 @@ impl System {
         }
         for n in 0..self.io.nics.len() {
             for q in 0..self.io.nics[n].queues.len() {
-                let nic = &mut self.io.nics[n];
-                let _ = nic.queues[q].queue.start(SimTime::ZERO, &mut nic.rng);
+                let nq = &mut self.io.nics[n].queues[q];
+                let _ = nq.queue.start(SimTime::ZERO, &mut nq.rng);
                 self.reschedule(
                     SimTime::ZERO,
                     IoDev::Nic {
@@ -698,11 +700,9 @@ impl System {
             IoDev::Nic { nic, queue } => {
                 let mut effects = std::mem::take(&mut self.io.nic_effects);
                 effects.clear();
-                let n = &mut self.io.nics[nic as usize];
-                n.queues[queue as usize]
-                    .queue
-                    .advance(now, &mut n.rng, &mut effects);
-                let source = n.queues[queue as usize].source;
+                let nq = &mut self.io.nics[nic as usize].queues[queue as usize];
+                nq.queue.advance(now, &mut nq.rng, &mut effects);
+                let source = nq.source;
                 for NicEffect::Msi { .. } in &effects {
                     self.raise_msi(now, source);
                 }
@@ -926,6 +926,7 @@ impl System {
                 let n = &mut self.io.nics[nic as usize];
                 let napi = n.napi.clone();
                 let q = &mut n.queues[queue as usize];
+                q.queue.settle_rx(now, &mut q.rng);
                 let r = q
                     .queue
                     .poll_with_arrivals(napi.budget, napi.tx_clean_limit, &mut arrivals);
@@ -939,6 +940,8 @@ impl System {
                 }
                 q.last_poll_under_budget = r.under_budget;
                 self.io.arrivals = arrivals;
+                // A ring that was full has room again: its parked arrivals wake it.
+                self.reschedule(now, IoDev::Nic { nic, queue });
                 self.cpus[cpu as usize].time.softirq += d;
                 d
             }
@@ -1183,7 +1186,7 @@ impl System {
         let mut nics = Vec::new();
         for rt in &self.io.nics {
             for (q, qr) in rt.queues.iter().enumerate() {
-                let c = qr.queue.counters();
+                let c = qr.queue.counters_through(self.now(), &qr.rng);
                 nics.push(NicReport {
                     name: rt.name.clone(),
                     queue: q as u32,

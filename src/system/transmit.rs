@@ -624,11 +624,13 @@ impl System {
         match op {
             TxOp::NextCompleted => {
                 let (nic, queue) = self.tx_queue_of(cpu);
-                let nq = &mut self.io.nics[nic as usize].queues[queue as usize].queue;
-                if nq.tx_pending_clean() == 0 {
+                let nq = &mut self.io.nics[nic as usize].queues[queue as usize];
+                if nq.queue.tx_pending_clean() == 0 {
                     return 0;
                 }
-                let _ = nq.poll(1, 1);
+                nq.queue.settle_rx(now, &mut nq.rng);
+                let _ = nq.queue.poll(1, 1);
+                self.reschedule(now, super::io::IoDev::Nic { nic, queue });
                 let q = self
                     .transmit
                     .queues

@@ -466,3 +466,81 @@ fn input_before_a_due_event_was_advanced_is_a_schedule_bug() {
     q.start(SimTime::ZERO, &mut rng());
     let _ = q.rx_packet(us(5));
 }
+
+fn picosecond_bursts() -> ArrivalGenerator {
+    let spec: ArrivalSpec = toml::from_str(
+        r#"kind = "bursts"
+burst_len = { kind = "fixed", value = 16 }
+gap_ns = { kind = "fixed", value = 0.001 }
+spacing_ns = 0.0"#,
+    )
+    .unwrap();
+    spec.generator("nics[0].rx", None).unwrap()
+}
+
+#[test]
+fn a_full_ring_parks_its_arrivals_and_counts_every_drop() {
+    // 16 packets every picosecond into a ring of 8 that nobody polls: 16e6 arrivals
+    // in 1 us, all but 8 dropped, and the queue wakes for none of the drops.
+    let cfg = NicConfig {
+        rx_ring: 8,
+        itr_interval: 0,
+        ..NicConfig::default()
+    };
+    let mut q = queue(cfg, Some(picosecond_bursts()));
+    let mut r = rng();
+    let mut out = Vec::new();
+    q.start(SimTime::ZERO, &mut r);
+    let mut wakes = 0;
+    while let Some(t) = q.next_event().filter(|t| *t <= us(1)) {
+        q.advance(t, &mut r, &mut out);
+        wakes += 1;
+    }
+    assert!(wakes <= 2, "{wakes} wake-ups for a parked ring");
+    assert_eq!(
+        q.counters().rx_arrived,
+        16,
+        "drops after the first wake are owed"
+    );
+    let c = q.counters_through(us(1), &r);
+    assert_eq!(c.rx_arrived, 16 * 1_000_000);
+    assert_eq!(c.rx_dropped_ring_full, 16 * 1_000_000 - 8);
+    // Reading did not settle; advancing does, to the same figures.
+    q.advance(us(1), &mut r, &mut out);
+    assert_eq!(q.counters(), c);
+    q.check_conservation();
+}
+
+#[test]
+fn a_poll_unparks_the_ring_after_its_drops_are_settled() {
+    let cfg = NicConfig {
+        rx_ring: 8,
+        itr_interval: 0,
+        ..NicConfig::default()
+    };
+    let mut q = queue(cfg, Some(every_us(1.0)));
+    let mut r = rng();
+    let mut out = Vec::new();
+    q.start(SimTime::ZERO, &mut r);
+    q.advance(us(8), &mut r, &mut out);
+    assert_eq!(q.rx_pending(), 8);
+    assert_eq!(
+        q.next_event(),
+        None,
+        "the MSI fired and masked itself, and a full ring wakes for no arrival"
+    );
+    // Drops at 9..=20 us, then a poll at 20 us frees the ring.
+    q.settle_rx(us(20), &mut r);
+    assert_eq!(q.counters().rx_dropped_ring_full, 12);
+    assert_eq!(q.poll(64, 256).rx, 8);
+    assert_eq!(
+        q.next_event(),
+        Some(us(21)),
+        "the next arrival after the poll"
+    );
+    out.clear();
+    q.advance(us(21), &mut r, &mut out);
+    assert_eq!(q.rx_pending(), 1, "the arrival at 21 us found room");
+    assert_eq!(q.counters().rx_arrived, 21);
+    q.check_conservation();
+}
