@@ -47,7 +47,7 @@ pub struct Served {
 impl Served {
     /// MSIs served, exact and in spans.
     pub fn count(&self) -> u64 {
-        self.exact.len() as u64 + self.spans.iter().map(|s| s.count).sum::<u64>()
+        self.exact.len() as u64 + self.in_spans()
     }
 
     /// MSIs served that are kept only as spans.
@@ -60,9 +60,8 @@ impl Served {
         self.spans.clear();
     }
 
-    fn append(&mut self, bag: TokenBag) {
-        self.exact.extend_from_slice(bag.exact());
-        self.spans.extend_from_slice(bag.spans());
+    fn append(&mut self, bag: &mut TokenBag) {
+        bag.drain_into(&mut self.exact, &mut self.spans);
     }
 }
 
@@ -223,7 +222,7 @@ impl Ledger {
         for &t in bag.exact() {
             self.served_without_interrupt(t);
         }
-        let in_spans: u64 = bag.spans().iter().map(|s| s.count).sum();
+        let in_spans = bag.in_spans();
         self.handled += in_spans;
         self.merged += in_spans;
     }
@@ -291,8 +290,8 @@ impl Ledger {
     pub fn handler_started(&mut self, cpu: usize, v: Vector, out: &mut Served) {
         out.clear();
         let slot = self.cpus[cpu].get_mut(v);
-        out.append(slot.harvested.take());
-        out.append(slot.in_service.take());
+        out.append(&mut slot.harvested);
+        out.append(&mut slot.in_service);
         let n = out.count();
         if n == 0 {
             self.spurious_handler_calls += 1;

@@ -72,6 +72,21 @@ impl TokenBag {
         self.exact.is_empty() && self.span_count == 0
     }
 
+    /// MSIs kept only as spans.
+    pub fn in_spans(&self) -> u64 {
+        self.span_count
+    }
+
+    /// Moves every MSI into `exact` and `spans` (appended), leaving the bag empty with
+    /// its capacity, so a place that fills and empties often does not reallocate.
+    pub fn drain_into(&mut self, exact: &mut Vec<MsiToken>, spans: &mut Vec<RaiseSpan>) {
+        exact.append(&mut self.exact);
+        spans.append(&mut self.spans);
+        self.span_count = 0;
+        self.newest = SimTime::ZERO;
+        self.pass_at = 0;
+    }
+
     /// The MSIs kept one by one, in arrival order.
     pub fn exact(&self) -> &[MsiToken] {
         &self.exact
@@ -251,6 +266,22 @@ mod tests {
         c.absorb(a.take());
         assert_eq!((c.len(), a.len()), (200, 0));
         assert!(a.is_empty());
+    }
+
+    #[test]
+    fn drain_into_empties_the_bag_and_hands_over_every_msi() {
+        let mut b = TokenBag::default();
+        for i in 0..100 {
+            b.push(tok(i, i * 1000));
+        }
+        let (mut exact, mut spans) = (Vec::new(), Vec::new());
+        b.drain_into(&mut exact, &mut spans);
+        assert!(b.is_empty() && b.spans().is_empty());
+        assert_eq!(exact.len(), EXACT_TOKENS);
+        assert_eq!(spans.iter().map(|s| s.count).sum::<u64>(), 100 - 64);
+        // An emptied bag starts over with exact tokens.
+        b.push(tok(200, 5));
+        assert_eq!((b.exact().len(), b.in_spans()), (1, 0));
     }
 
     #[test]

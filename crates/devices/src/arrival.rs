@@ -97,6 +97,40 @@ impl ArrivalProcess {
         Ok(())
     }
 
+    /// Counts the events from `first` (drawn, not yet used) through `until` without
+    /// stepping through them, with the first event after `until`; `None` when the
+    /// caller should step instead. Fixed spacing is closed form and exact. A Poisson
+    /// process expecting at least [`BULK_POISSON_EVENTS`] draws the count and starts
+    /// afresh at `until` (memoryless); fewer are left to stepping, so light overload
+    /// draws the same numbers as event-by-event use. The draw uses the nominal rate;
+    /// stepping rounds each gap to whole picoseconds (at least 1), which differs only
+    /// for mean gaps of a few picoseconds.
+    pub fn count_through<R: Rng + ?Sized>(
+        &self,
+        first: SimTime,
+        until: SimTime,
+        rng: &mut R,
+    ) -> Option<(u64, SimTime)> {
+        let span_ps = until.as_ps().checked_sub(first.as_ps())?;
+        match *self {
+            ArrivalProcess::Fixed { .. } => {
+                let gap = self.next_gap(rng).as_ps();
+                let n = span_ps / gap + 1;
+                Some((n, SimTime(first.as_ps() + n * gap)))
+            }
+            ArrivalProcess::Poisson { rate_per_s } => {
+                let expected = rate_per_s * span_ps as f64 / PS_PER_S as f64;
+                if expected < BULK_POISSON_EVENTS {
+                    return None;
+                }
+                let more = rand_distr::Poisson::new(expected)
+                    .map(|d| rng.sample(d) as u64)
+                    .unwrap_or(0);
+                Some((1 + more, until + self.next_gap(rng)))
+            }
+        }
+    }
+
     /// The gap to the next event. Never zero, so a source always makes progress.
     pub fn next_gap<R: Rng + ?Sized>(&self, rng: &mut R) -> Duration {
         let gap = match *self {
@@ -169,14 +203,6 @@ pub enum ArrivalSpec {
 /// Expected events in a [`ArrivalGenerator::skip_through`] interval from which a
 /// Poisson process draws their count instead of stepping through them.
 pub const BULK_POISSON_EVENTS: f64 = 4096.0;
-
-/// A Poisson-distributed count with mean `expected` (0 for a mean the sampler
-/// refuses, which validated rates and spans never give).
-pub(crate) fn poisson_count<R: Rng + ?Sized>(expected: f64, rng: &mut R) -> u64 {
-    rand_distr::Poisson::new(expected)
-        .map(|d| rng.sample(d) as u64)
-        .unwrap_or(0)
-}
 
 /// Smallest mean ON period, ns: a shorter one rounds to nothing in picoseconds.
 pub const MIN_MEAN_ON_NS: f64 = 1.0;
@@ -538,11 +564,9 @@ impl ArrivalGenerator {
     /// returned last, not yet used) through `until`, consuming them, and returns that
     /// count with the first event after `until` (`None` once a trace ends). For a
     /// caller to whom those events are all alike (drops at a full ring), so the work
-    /// does not grow with their number where the kind allows: fixed spacing is closed
-    /// form, a trace is a binary search, a burst at one instant is taken whole, and a
-    /// Poisson process expecting at least [`BULK_POISSON_EVENTS`] events draws their
-    /// count and starts afresh at `until` (it is memoryless; fewer are stepped, so
-    /// light overload draws the same numbers as event-by-event use).
+    /// does not grow with their number where the kind allows: fixed and Poisson
+    /// processes as [`ArrivalProcess::count_through`], a trace by binary search, a
+    /// burst at one instant whole.
     pub fn skip_through<R: Rng + ?Sized>(
         &mut self,
         first: SimTime,
@@ -553,24 +577,15 @@ impl ArrivalGenerator {
             return (0, Some(first));
         }
         match &mut self.state {
-            GenState::Simple(p @ ArrivalProcess::Fixed { .. }) => {
-                let gap = p.next_gap(rng).as_ps();
-                let n = (until.as_ps() - first.as_ps()) / gap + 1;
-                self.last = SimTime(first.as_ps() + (n - 1) * gap);
-                self.emitted += n - 1;
-                (n, self.next_arrival(rng))
-            }
-            GenState::Simple(ArrivalProcess::Poisson { rate_per_s }) => {
-                let expected =
-                    *rate_per_s * (until.as_ps() - first.as_ps()) as f64 / PS_PER_S as f64;
-                if expected < BULK_POISSON_EVENTS {
-                    return self.step_through(until, rng);
+            GenState::Simple(p) => match p.count_through(first, until, rng) {
+                Some((n, next)) => {
+                    // The counted events and the next one are yielded.
+                    self.last = next;
+                    self.emitted += n;
+                    (n, Some(next))
                 }
-                let more = poisson_count(expected, rng);
-                self.last = until;
-                self.emitted += more;
-                (1 + more, self.next_arrival(rng))
-            }
+                None => self.step_through(until, rng),
+            },
             GenState::Trace { trace, next } => {
                 // Events through `until`, from the next unread one on.
                 let limit_ns = (until.as_ps() - self.origin.as_ps().min(until.as_ps())) / 1_000;

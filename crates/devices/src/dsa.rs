@@ -10,7 +10,6 @@ use rand::Rng;
 use serde::Serialize;
 use sim_core::{MsiMessage, SimTime};
 
-use crate::arrival::BULK_POISSON_EVENTS;
 use crate::ArrivalProcess;
 
 /// One MSI raised by a device.
@@ -28,9 +27,6 @@ pub struct DsaCounters {
     pub completions: u64,
     pub msis_raised: u64,
 }
-
-/// Picoseconds per second.
-const PS_PER_S: f64 = 1e12;
 
 /// A single DSA work queue in open loop.
 #[derive(Clone, Debug)]
@@ -89,41 +85,21 @@ impl DsaQueue {
     /// many; for a device whose MSIs would all be held back anyway, so the caller only
     /// needs the count.
     ///
-    /// The work does not grow with the count. A fixed process is counted exactly in
-    /// closed form. A Poisson process is stepped while fewer than
-    /// [`BULK_POISSON_EVENTS`] completions are expected in the interval (so moderate
-    /// overload draws the same random numbers as event-by-event completion); past
-    /// that the count is one Poisson draw and the next completion a fresh exponential
-    /// gap after `until` (the process is memoryless). The drawn count uses the nominal
-    /// rate; stepping rounds each gap to whole picoseconds (at least 1), which only
-    /// differs for mean gaps of a few picoseconds.
+    /// The work does not grow with the count where
+    /// [`ArrivalProcess::count_through`] can count without stepping.
     pub fn complete_through<R: Rng + ?Sized>(&mut self, until: SimTime, rng: &mut R) -> u64 {
         let Some(next) = self.next_completion.filter(|t| *t <= until) else {
             return 0;
         };
-        let completed = match self.arrival {
-            ArrivalProcess::Fixed { .. } => {
-                let gap = self.arrival.next_gap(rng).as_ps();
-                let n = (until.as_ps() - next.as_ps()) / gap + 1;
-                self.next_completion = Some(SimTime(next.as_ps() + n * gap));
-                n
+        let Some((completed, after)) = self.arrival.count_through(next, until, rng) else {
+            let mut n = 0;
+            while let Some(t) = self.next_completion.filter(|t| *t <= until) {
+                self.complete(t, rng);
+                n += 1;
             }
-            ArrivalProcess::Poisson { rate_per_s } => {
-                let span_s = (until.as_ps() - next.as_ps()) as f64 / PS_PER_S;
-                let expected = rate_per_s * span_s;
-                if expected < BULK_POISSON_EVENTS {
-                    let mut n = 0;
-                    while let Some(t) = self.next_completion.filter(|t| *t <= until) {
-                        self.complete(t, rng);
-                        n += 1;
-                    }
-                    return n;
-                }
-                let more = crate::arrival::poisson_count(expected, rng);
-                self.next_completion = Some(until + self.arrival.next_gap(rng));
-                1 + more
-            }
+            return n;
         };
+        self.next_completion = Some(after);
         self.counters.completions += completed;
         self.counters.msis_raised += completed;
         completed

@@ -458,7 +458,7 @@ impl NicQueue {
     }
 
     /// Counts the RX arrivals a full ring dropped while parked, through `now`.
-    /// [`advance`](Self::advance) does this first; a caller with an RX generator that
+    /// [`advance`](Self::advance) ends with this; a caller with an RX generator that
     /// polls without advancing to the poll's time calls it before
     /// [`poll`](Self::poll) (the only input that frees ring space), so those drops are
     /// counted through the time they happened and arrivals after the poll find room.

@@ -33,13 +33,17 @@ fn msi_times(effects: &[NicEffect]) -> Vec<SimTime> {
         .collect()
 }
 
-#[test]
-fn a_full_ring_drops_and_counts_and_the_masked_vector_stays_quiet() {
-    let cfg = NicConfig {
+fn ring_of_8_unthrottled() -> NicConfig {
+    NicConfig {
         rx_ring: 8,
         itr_interval: 0,
         ..NicConfig::default()
-    };
+    }
+}
+
+#[test]
+fn a_full_ring_drops_and_counts_and_the_masked_vector_stays_quiet() {
+    let cfg = ring_of_8_unthrottled();
     let mut q = queue(cfg, Some(every_us(1.0)));
     let mut r = rng();
     let mut out = Vec::new();
@@ -482,11 +486,7 @@ spacing_ns = 0.0"#,
 fn a_full_ring_parks_its_arrivals_and_counts_every_drop() {
     // 16 packets every picosecond into a ring of 8 that nobody polls: 16e6 arrivals
     // in 1 us, all but 8 dropped, and the queue wakes for none of the drops.
-    let cfg = NicConfig {
-        rx_ring: 8,
-        itr_interval: 0,
-        ..NicConfig::default()
-    };
+    let cfg = ring_of_8_unthrottled();
     let mut q = queue(cfg, Some(picosecond_bursts()));
     let mut r = rng();
     let mut out = Vec::new();
@@ -513,11 +513,7 @@ fn a_full_ring_parks_its_arrivals_and_counts_every_drop() {
 
 #[test]
 fn a_poll_unparks_the_ring_after_its_drops_are_settled() {
-    let cfg = NicConfig {
-        rx_ring: 8,
-        itr_interval: 0,
-        ..NicConfig::default()
-    };
+    let cfg = ring_of_8_unthrottled();
     let mut q = queue(cfg, Some(every_us(1.0)));
     let mut r = rng();
     let mut out = Vec::new();
