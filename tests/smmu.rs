@@ -10,7 +10,7 @@ use iommu_sim::smmuv3::{Command, SmmuFeatures};
 use irqsim::experiments::smmu_cmdsync;
 use irqsim::report::Report;
 use irqsim::system::scenario::Arch;
-use irqsim::system::smmu_host::{load_iova, SmmuLoadConfig, SmmuSetup, SmmuWorkload};
+use irqsim::system::smmu_host::{load_iova, CmdqLock, SmmuLoadConfig, SmmuSetup, SmmuWorkload};
 use irqsim::system::{DeliveryMode, Scenario, SimEvent, System};
 use proptest::prelude::*;
 
@@ -575,4 +575,42 @@ fn the_msi_reload_comes_from_where_the_write_landed() {
         lands(false, IoWriteLands::Memory),
         lands(false, IoWriteLands::Llc)
     );
+}
+
+fn eight_cpus_on_a_512_entry_queue(lock: CmdqLock) -> Scenario {
+    let mut sc = arm(8, false, false, 20_000.0);
+    sc.seed = 0;
+    sc.smmu.cmdq_log2_entries = 9;
+    sc.smmu.cmdq_lock = lock;
+    let mut l = load(8, SmmuWorkload::Unmap { pages: 64 });
+    l.calls = Some(4);
+    l.think_ns = 0.0;
+    l.warmup_us = 0.0;
+    sc.smmu_loads.push(l);
+    sc
+}
+
+/// Eight CPUs each inserting 64 TLBIs + a sync (520 entries) into a 512-entry queue,
+/// waiting by CONS polling with no think time. With the lock Linux had from v5.5 to
+/// 2025, the CPU that finds no space retakes the exclusive lock every ~20 ns while
+/// the CPUs that reserved space wait for the shared lock; their increments are reset
+/// at each unlock and their reload always comes too late, so nobody sets a valid
+/// bit, the owner never writes PROD, and the queue never drains: the shared-lock
+/// starvation commit df180b1a4cc5 fixed. With the fixed lock every call returns.
+#[test]
+fn the_old_cmdq_lock_starves_shared_waiters_and_the_fixed_one_does_not() {
+    let (old, _) = consumed_tlbis(&eight_cpus_on_a_512_entry_queue(CmdqLock::SetRelease));
+    let s = old.smmu.as_ref().unwrap();
+    assert_eq!(s.cmdq.prod_writes, 0, "{:?}", s.cmdq);
+    assert_eq!(s.loads[0].completed, 0);
+    assert_eq!(s.loads[0].started, 8);
+    assert!(s.host.full_waits > 1000, "{:?}", s.host);
+
+    let (r, tlbis) = consumed_tlbis(&eight_cpus_on_a_512_entry_queue(CmdqLock::AndNotRelease));
+    let s = r.smmu.as_ref().unwrap();
+    assert_eq!(s.loads[0].completed, 32, "{:?}", s.cmdq);
+    assert_eq!(s.cmdq.tlbi, 32 * 64);
+    assert_eq!(s.cmdq.sync, 32);
+    assert_eq!(s.cmdq.consumed, s.cmdq.tlbi + s.cmdq.sync);
+    check_order(&tlbis, 8, 4, 64).unwrap();
 }

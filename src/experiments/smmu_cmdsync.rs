@@ -25,7 +25,7 @@ use super::{ExperimentCtx, ExperimentOutput};
 use crate::report::Report;
 use crate::system::io::NicDeviceConfig;
 use crate::system::scenario::Arch;
-use crate::system::smmu_host::{SmmuLoadConfig, SmmuSetup, SmmuWorkload};
+use crate::system::smmu_host::{CmdqLock, SmmuLoadConfig, SmmuSetup, SmmuWorkload};
 use crate::system::transmit::TransmitConfig;
 use crate::system::{DeliveryMode, Scenario};
 use devices::NicConfig;
@@ -91,6 +91,8 @@ fn base(name: String, msipoll: bool, seed: u64, duration_us: f64) -> Scenario {
         .cpus(CPUS)
         .smmu(SmmuSetup {
             msi_polling_enabled: msipoll,
+            // The seed's kernel (5.9-rc1) predates the fair lock.
+            cmdq_lock: CmdqLock::SetRelease,
             ..SmmuSetup::default()
         })
         .into_unvalidated();

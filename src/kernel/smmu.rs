@@ -82,6 +82,39 @@ pub const VALID_MAP_BITS: u32 = 64;
 /// Smallest queue Linux accepts: it must hold more than one batch (2^7 entries).
 pub const MIN_LINUX_QUEUE_LOG2: u8 = 7;
 
+/// How the command-queue lock's exclusive holder lets go, which decides whether
+/// CPUs waiting for space can starve the CPUs waiting for the shared lock.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum CmdqLock {
+    /// Linux v5.5 (commit 587e6c10a7ce) to 2025: the exclusive unlock is
+    /// `atomic_set_release(&lock, 0)`, discarding the increments of shared waiters,
+    /// who retry with `cmpxchg` once they see the lock non-negative. A CPU that keeps
+    /// retaking the exclusive lock while it waits for space can starve them
+    /// indefinitely (soft lockups on a nearly full queue).
+    #[serde(rename = "set-release")]
+    SetRelease,
+    /// Linux commit df180b1a4cc5 (2026, "Improve CMDQ lock fairness and
+    /// efficiency"): the exclusive unlock clears only the sign bit
+    /// (`atomic_fetch_andnot_release(INT_MIN, &lock)`), so the waiters' increments
+    /// survive as a shared hold that blocks the next exclusive trylock, and a waiter
+    /// proceeds as soon as the sign bit is clear, without a `cmpxchg`.
+    #[default]
+    #[serde(rename = "andnot-release")]
+    AndNotRelease,
+}
+
+impl CmdqLock {
+    /// The scenario spelling.
+    pub fn label(self) -> &'static str {
+        match self {
+            CmdqLock::SetRelease => "set-release",
+            CmdqLock::AndNotRelease => "andnot-release",
+        }
+    }
+}
+
 /// A shared host word the algorithm touches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HostWord {
@@ -134,6 +167,11 @@ pub enum SmmuCpuOp {
         /// Bits flipped.
         mask: u64,
     },
+    /// `atomic_fetch_andnot_release` on the lock; yields its previous value.
+    FetchAndNotLock {
+        /// Bits cleared (the sign bit, [`LOCK_EXCLUSIVE`]).
+        mask: u32,
+    },
     /// `atomic_fetch_andnot` on the prod half of llq; yields the previous llq.
     FetchAndNotProd {
         /// Bits cleared in prod (the OWNED flag).
@@ -180,6 +218,9 @@ pub enum SmmuCpuOp {
     /// Not an instruction: `arm_smmu_cmdq_poll_until_sync` returned. Costs nothing;
     /// the host measures the poll window (from this CPU's PROD write) with it.
     SyncPolled,
+    /// Not an instruction: `arm_smmu_cmdq_issue_cmdlist` returned. Costs nothing;
+    /// the host measures the call (from its first `local_irq_save`) with it.
+    CmdlistReturned,
     /// `local_irq_save()`: mask interrupts on this CPU (nests).
     LocalIrqSave,
     /// `local_irq_restore()`: undo the matching save.
@@ -225,6 +266,10 @@ impl SmmuCpuPort {
     /// [`SmmuCpuOp::FetchXor`]: yields the previous value.
     pub async fn fetch_xor(&self, word: HostWord, mask: u64) -> u64 {
         self.op(SmmuCpuOp::FetchXor { word, mask }).await
+    }
+    /// [`SmmuCpuOp::FetchAndNotLock`]: yields the previous lock value.
+    pub async fn fetch_andnot_lock(&self, mask: u32) -> u64 {
+        self.op(SmmuCpuOp::FetchAndNotLock { mask }).await
     }
     /// [`SmmuCpuOp::FetchAndNotProd`]: yields the previous llq.
     pub async fn fetch_andnot_prod(&self, mask: u32) -> u64 {
@@ -273,6 +318,10 @@ impl SmmuCpuPort {
     /// [`SmmuCpuOp::SyncPolled`].
     pub async fn sync_polled(&self) {
         self.op(SmmuCpuOp::SyncPolled).await;
+    }
+    /// [`SmmuCpuOp::CmdlistReturned`].
+    pub async fn cmdlist_returned(&self) {
+        self.op(SmmuCpuOp::CmdlistReturned).await;
     }
     /// [`SmmuCpuOp::LocalIrqSave`].
     pub async fn local_irq_save(&self) {
@@ -328,6 +377,8 @@ pub struct CmdqDriver {
     pub base: u64,
     /// How CMD_SYNC completion is awaited (`ARM_SMMU_OPT_MSIPOLL`, `FEAT_SEV`).
     pub poll: SyncPollMode,
+    /// Which kernel's command-queue lock.
+    pub lock: CmdqLock,
 }
 
 impl CmdqDriver {
@@ -350,7 +401,13 @@ impl CmdqDriver {
             geometry,
             base,
             poll,
+            lock: CmdqLock::default(),
         })
+    }
+
+    /// The same driver with `lock`'s command-queue lock.
+    pub fn with_lock(self, lock: CmdqLock) -> CmdqDriver {
+        CmdqDriver { lock, ..self }
     }
 
     /// The CMD_SYNC for slot `at` (`arm_smmu_cmdq_build_sync_cmd`): with MSI polling,
@@ -434,19 +491,38 @@ fn wfe_allowed(poll: SyncPollMode) -> bool {
 }
 
 /// `arm_smmu_cmdq_shared_lock`.
-async fn shared_lock(cpu: &SmmuCpuPort) {
+async fn shared_lock(cpu: &SmmuCpuPort, lock: CmdqLock) {
     if (cpu.fetch_add(HostWord::Lock, 1).await as i32) >= 0 {
         return;
     }
-    loop {
-        let v = cpu
-            .cond_load(HostWord::Lock, |v| (v as u32 as i32) >= 0)
-            .await;
-        let seen = cpu
-            .cas(HostWord::Lock, v, (v as u32).wrapping_add(1) as u64)
-            .await;
-        if seen == v {
-            return;
+    match lock {
+        CmdqLock::SetRelease => loop {
+            // The exclusive unlock threw our increment away: take it again.
+            let v = cpu
+                .cond_load(HostWord::Lock, |v| (v as u32 as i32) >= 0)
+                .await;
+            let seen = cpu
+                .cas(HostWord::Lock, v, (v as u32).wrapping_add(1) as u64)
+                .await;
+            if seen == v {
+                return;
+            }
+        },
+        CmdqLock::AndNotRelease => {
+            // Our increment survives the exclusive unlock: the lock is ours once
+            // the sign bit clears.
+            cpu.cond_load(HostWord::Lock, |v| (v as u32 as i32) >= 0)
+                .await;
+        }
+    }
+}
+
+/// `arm_smmu_cmdq_exclusive_unlock_irqrestore`, without the interrupt restore.
+async fn exclusive_unlock(cpu: &SmmuCpuPort, lock: CmdqLock) {
+    match lock {
+        CmdqLock::SetRelease => cpu.store(HostWord::Lock, 0).await,
+        CmdqLock::AndNotRelease => {
+            cpu.fetch_andnot_lock(LOCK_EXCLUSIVE).await;
         }
     }
 }
@@ -469,7 +545,7 @@ async fn poll_until_not_full(
     if cpu.cas(HostWord::Lock, 0, LOCK_EXCLUSIVE as u64).await == 0 {
         let cons = cpu.read_cons().await;
         cpu.store_llq_cons(cons).await;
-        cpu.store(HostWord::Lock, 0).await;
+        exclusive_unlock(cpu, drv.lock).await;
         return (Llq(cpu.load(HostWord::Llq).await), Ok(()));
     }
     let mut qp = QueuePoll::init(cpu, wfe_allowed(drv.poll)).await;
@@ -618,7 +694,7 @@ pub async fn issue_cmdlist(
     if sync {
         cpu.write_entry(sync_at, drv.sync_command(sync_at).encode())
             .await;
-        shared_lock(cpu).await;
+        shared_lock(cpu, drv.lock).await;
     }
 
     // 3. Publish the slots in the valid map.
@@ -645,6 +721,7 @@ pub async fn issue_cmdlist(
         }
     }
     cpu.local_irq_restore().await;
+    cpu.cmdlist_returned().await;
     report
 }
 
@@ -855,13 +932,14 @@ mod tests {
         assert!(ops.contains(&Load(HostWord::CmdqSlot(1))));
         // Last (only) waiter out: tryunlock fails, it publishes cons = 2 and unlocks.
         assert_eq!(
-            ops[ops.len() - 2..],
+            ops[ops.len() - 3..],
             [
                 FetchAdd {
                     word: HostWord::Lock,
                     delta: -1
                 },
-                LocalIrqRestore
+                LocalIrqRestore,
+                CmdlistReturned
             ]
         );
         assert_eq!(

@@ -363,19 +363,40 @@ fn render_ioapic(s: &mut String, r: &Report, detail: Detail) {
 }
 
 fn render_smmu_and_transmit(s: &mut String, r: &Report) {
-    if let Some(m) = r.smmu.as_ref().filter(|m| m.cmdq.consumed > 0) {
+    if let Some(m) = r
+        .smmu
+        .as_ref()
+        .filter(|m| m.cmdq.consumed > 0 || !m.loads.is_empty())
+    {
         let c = &m.call_latency_ns;
         let _ = writeln!(
             s,
-            "SMMU ({}): {} CMD_SYNCs, {} commands; issue_cmdlist (ns) p50 {:.0} p99 {:.0}",
-            m.poll_mode, m.cmdq.sync, m.cmdq.consumed, c.p50, c.p99
+            "SMMU ({}, lock {}): {} CMD_SYNCs, {} commands; issue_cmdlist (ns) p50 {:.0} p99 {:.0}",
+            m.poll_mode, m.cmdq_lock, m.cmdq.sync, m.cmdq.consumed, c.p50, c.p99
         );
         for l in &m.loads {
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "SMMU load {} ({} CPUs): {} calls, latency (ns) p50 {:.0} p99 {:.0}",
                 l.name, l.cpus, l.completed, l.latency_ns.p50, l.latency_ns.p99
             );
+            if l.in_flight > 0 {
+                let _ = write!(
+                    s,
+                    "; {} in flight at the end, the oldest for {:.0} ns",
+                    l.in_flight, l.oldest_in_flight_ns
+                );
+            }
+            let _ = writeln!(s);
+            // Half the run in one call: nothing a queue drain explains.
+            if l.oldest_in_flight_ns > r.sim_time_ns / 2.0 {
+                let _ = writeln!(
+                    s,
+                    "  warning: a call of {} has not returned for {:.0} us (see smmu.host.full_waits and the busiest lines in --json)",
+                    l.name,
+                    l.oldest_in_flight_ns / 1e3
+                );
+            }
         }
     }
     for t in &r.transmit {

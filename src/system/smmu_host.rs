@@ -46,6 +46,7 @@ pub use super::smmu_costs::{IoWriteLands, SmmuHostCosts};
 use super::task::TaskIssued;
 use super::{Event, System, LATENCY_MAX_NS};
 use crate::engine::{Coroutine, Priority, RngStreams};
+pub use crate::kernel::smmu::CmdqLock;
 use crate::kernel::smmu::{
     dma_unmap, issue_sync, CmdqDriver, HostWord, Llq, SmmuCpuOp, SmmuCpuPort,
 };
@@ -66,6 +67,9 @@ pub struct SmmuSetup {
     /// Command-queue size, log2 entries (SMMU_CMDQ_BASE.LOG2SIZE). Default 8; Linux
     /// needs at least 7.
     pub cmdq_log2_entries: u8,
+    /// The kernel's command-queue lock: `"andnot-release"` (Linux since 2026, the
+    /// default) or `"set-release"` (v5.5 to 2025, which can starve shared waiters).
+    pub cmdq_lock: CmdqLock,
 }
 
 impl Default for SmmuSetup {
@@ -75,6 +79,7 @@ impl Default for SmmuSetup {
             firmware_coherent: None,
             msi_polling_enabled: true,
             cmdq_log2_entries: 8,
+            cmdq_lock: CmdqLock::default(),
         }
     }
 }
@@ -339,7 +344,8 @@ impl SmmuHost {
     ) -> Result<SmmuHost, ScenarioError> {
         let g = smmu.cmdq.geometry();
         let drv = CmdqDriver::new(g, smmu.cmdq.base(), smmu.sync_poll_mode())
-            .map_err(|e| ScenarioError::invalid_from("smmu.cmdq_log2_entries", e))?;
+            .map_err(|e| ScenarioError::invalid_from("smmu.cmdq_log2_entries", e))?
+            .with_lock(sc.smmu.cmdq_lock);
         let mut lines = vec![
             NamedLine {
                 name: "cmdq/llq".into(),
@@ -467,6 +473,7 @@ fn line_word_of(op: SmmuCpuOp) -> Option<(HostWord, bool)> {
         | SmmuCpuOp::FetchAdd { word, .. }
         | SmmuCpuOp::FetchXor { word, .. } => (word, true),
         SmmuCpuOp::StoreLlqCons(_) | SmmuCpuOp::FetchAndNotProd { .. } => (HostWord::Llq, true),
+        SmmuCpuOp::FetchAndNotLock { .. } => (HostWord::Lock, true),
         SmmuCpuOp::WriteEntry { index, .. } => (HostWord::CmdqSlot(index), true),
         _ => return None,
     })
@@ -624,18 +631,16 @@ impl System {
             }
             SmmuCpuOp::LocalIrqRestore => {
                 task.irq_off = task.irq_off.saturating_sub(1);
-                let d = freq.cycles_f64(k.irq_mask_cycles);
-                // A call is measured while it masks interrupts; one that finds the
-                // queue full unmasks to wait for space, and its parts count apart.
-                let ends = matches!(task.co, TaskCo::Smmu(_)) && task.irq_off == 0;
-                if ends {
-                    let host = self.host();
-                    if let Some(start) = host.call_start[c].take() {
-                        let ns = (now + d).since(start).as_ps().div_ceil(1000).max(1);
-                        host.calls.saturating_record(ns);
-                    }
+                freq.cycles_f64(k.irq_mask_cycles)
+            }
+            SmmuCpuOp::CmdlistReturned => {
+                // The whole call, waits for space (with interrupts unmasked) included.
+                let host = self.host();
+                if let Some(start) = host.call_start[c].take() {
+                    let ns = now.since(start).as_ps().div_ceil(1000).max(1);
+                    host.calls.saturating_record(ns);
                 }
-                d
+                Duration::ZERO
             }
             SmmuCpuOp::WriteProd(_) => {
                 self.host().prod_written[c] = Some(now);
@@ -731,6 +736,7 @@ impl System {
             | SmmuCpuOp::Udelay(_)
             | SmmuCpuOp::ClearPtes { .. }
             | SmmuCpuOp::SyncPolled
+            | SmmuCpuOp::CmdlistReturned
             | SmmuCpuOp::LocalIrqSave
             | SmmuCpuOp::LocalIrqRestore => return Some(0),
             _ => {}
@@ -763,6 +769,7 @@ impl System {
             SmmuCpuOp::FetchAdd { delta, .. } => (prev as u32).wrapping_add(delta as u32) as u64,
             SmmuCpuOp::FetchXor { mask, .. } => prev ^ mask,
             SmmuCpuOp::FetchAndNotProd { mask } => prev & !(mask as u64),
+            SmmuCpuOp::FetchAndNotLock { mask } => prev & !(mask as u64),
             SmmuCpuOp::WriteEntry { index, cmd } => {
                 smmu.cmdq.write_entry(QueuePtr(index), cmd);
                 cmd[0]
@@ -793,7 +800,8 @@ impl System {
             | SmmuCpuOp::Cas { .. }
             | SmmuCpuOp::FetchAdd { .. }
             | SmmuCpuOp::FetchXor { .. }
-            | SmmuCpuOp::FetchAndNotProd { .. } => prev,
+            | SmmuCpuOp::FetchAndNotProd { .. }
+            | SmmuCpuOp::FetchAndNotLock { .. } => prev,
             _ => 0,
         })
     }
@@ -1061,8 +1069,18 @@ impl System {
         let loads = host
             .loads
             .iter()
-            .map(|l| {
+            .enumerate()
+            .map(|(i, l)| {
                 let window = now.since(l.warmup.min(now));
+                let oldest = l
+                    .cpus
+                    .iter()
+                    .filter_map(|lc| self.cpus[lc.cpu as usize].task.as_ref())
+                    .filter(
+                        |t| matches!(t.kind, TaskKind::SmmuLoad { load, .. } if load as usize == i),
+                    )
+                    .map(|t| now.since(t.started))
+                    .max();
                 SmmuLoadReport {
                     name: l.name.clone(),
                     workload: l.workload,
@@ -1076,6 +1094,8 @@ impl System {
                         0.0
                     },
                     latency_ns: LatencySummary::of(&l.latency),
+                    in_flight: l.started - l.completed,
+                    oldest_in_flight_ns: oldest.map_or(0.0, |d| d.as_ps() as f64 / 1e3),
                 }
             })
             .collect();
@@ -1103,6 +1123,7 @@ impl System {
         lines.truncate(MOST_WAITED_LINES);
         Some(SmmuHostReport {
             poll_mode: host.drv.poll.label(),
+            cmdq_lock: host.drv.lock.label(),
             call_latency_ns: LatencySummary::of(&host.calls),
             poll_window_ns: LatencySummary::of(&host.poll_windows),
             loads,
@@ -1132,6 +1153,8 @@ pub fn load_iova(cpu: u32, seq: u64, pages: u32) -> u64 {
 pub struct SmmuHostReport {
     /// How CMD_SYNC completion is awaited: "msi", "cons-wfe" or "cons-spin".
     pub poll_mode: &'static str,
+    /// The kernel's command-queue lock: "andnot-release" or "set-release".
+    pub cmdq_lock: &'static str,
     /// Every `issue_cmdlist` call (loads and transmit paths), from masking
     /// interrupts to unmasking them, ns.
     pub call_latency_ns: LatencySummary,
@@ -1170,6 +1193,11 @@ pub struct SmmuLoadReport {
     /// From a call's first command-queue operation to its return (CMD_SYNC seen
     /// complete), ns.
     pub latency_ns: LatencySummary,
+    /// Calls started and not returned when the run ended (`started - completed`).
+    pub in_flight: u64,
+    /// How long the oldest of them had been running at the end, ns; 0 if none. A
+    /// value near the run's length is a call that never returns (a starved lock).
+    pub oldest_in_flight_ns: f64,
 }
 
 /// A shared line of the queue.
