@@ -33,6 +33,7 @@ pub mod bench;
 pub mod engine;
 pub mod experiments;
 pub mod explore;
+pub mod fuzz;
 pub mod kernel;
 pub mod platform;
 pub mod plot;
