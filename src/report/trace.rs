@@ -217,9 +217,16 @@ pub struct RunTrace {
     /// Per device, its last MSI (raised at, id), whose slice is written when the next
     /// one comes or at the end.
     last_msi: Vec<Option<(SimTime, u64)>>,
-    /// MSIs raised in the window and not yet served: (raised at, device).
+    /// MSIs raised in the window and not yet served: (raised at, device). At most
+    /// [`MAX_OPEN_FLOWS`]: the oldest goes first, and gets no flow.
     flow_starts: BTreeMap<u64, (SimTime, u32)>,
 }
+
+/// MSIs a trace remembers while they wait, to draw their flow arrow when they are
+/// served. An MSI the ledger keeps only in a span (see `system::token_bag`) is served
+/// without its id, so its start would otherwise stay here for the rest of the run;
+/// past this many, the oldest waiting MSI loses its arrow.
+pub const MAX_OPEN_FLOWS: usize = 1 << 16;
 
 impl RunTrace {
     fn msi_slice(&self, f: &mut TraceFile, device: u32, raised: SimTime, id: u64, dur: Duration) {
@@ -305,6 +312,9 @@ impl Observer for RunTrace {
                     self.msi_slice(&mut f, device, prev, id, dur);
                 }
                 self.flow_starts.insert(msi.id, (t, device));
+                if self.flow_starts.len() > MAX_OPEN_FLOWS {
+                    self.flow_starts.pop_first();
+                }
             }
             SimEvent::HandlerServes { t, cpu, msis, .. } => {
                 for m in msis {
@@ -427,5 +437,31 @@ impl Observer for RunTrace {
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::ledger::MsiToken;
+
+    #[test]
+    fn msis_never_served_by_id_do_not_pile_up() {
+        let path = std::env::temp_dir().join(format!("irqsim-trace-{}.json", std::process::id()));
+        let trace = ChromeTrace::create(&path, TraceWindow::ALL).unwrap();
+        let mut run = trace.run("r", 1, &["dev".to_string()]);
+        let n = MAX_OPEN_FLOWS as u64 + 1000;
+        for id in 0..n {
+            let t = SimTime::ZERO + sim_core::Duration::from_ns(id);
+            let msi = MsiToken { id, raised: t };
+            run.event(&SimEvent::MsiRaised { t, device: 0, msi });
+        }
+        assert_eq!(run.flow_starts.len(), MAX_OPEN_FLOWS);
+        // The newest stay, so a late serve still draws its arrow.
+        assert!(run.flow_starts.contains_key(&(n - 1)));
+        assert!(!run.flow_starts.contains_key(&999));
+        drop(run);
+        trace.finish().unwrap();
+        let _ = std::fs::remove_file(&path);
     }
 }
