@@ -598,6 +598,17 @@ proptest! {
         }
         d.check_conservation();
         prop_assert_eq!(d.totals().reaped, d.totals().submitted);
+        prop_assert_eq!(refused, d.totals().rejected_queue_full);
+        // Totals are the per-queue counters summed, field by field.
+        let fields = |c: NvmeQueueCounters| match serde_json::to_value(c).unwrap() {
+            serde_json::Value::Object(m) => m,
+            other => panic!("{other}"),
+        };
+        let total = fields(d.totals());
+        for (name, v) in &total {
+            let sum: u64 = (0..3).map(|q| fields(d.counters(q))[name].as_u64().unwrap()).sum();
+            prop_assert_eq!(v.as_u64().unwrap(), sum, "{}", name);
+        }
     }
 }
 
