@@ -173,71 +173,56 @@ fn merge_inputs() -> impl Strategy<Value = Vec<Vec<u8>>> {
     )
 }
 
+/// Runs `n` cases of `inputs` through `case` under the bounds, prints the tally, and
+/// checks that some inputs were accepted and some refused (the mutators stay near
+/// valid inputs without copying them).
+fn campaign<S: Strategy>(
+    what: &str,
+    n: u32,
+    inputs: S,
+    input_bytes: impl Fn(&S::Value) -> Vec<u8>,
+    case: impl Fn(&S::Value) -> CaseOutcome,
+) {
+    let tally = RefCell::new(Tally::default());
+    runner(n)
+        .run(&inputs, |input| {
+            let r = bounded(what, &input_bytes(&input), || case(&input))?;
+            tally.borrow_mut().add(&r);
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let t = tally.into_inner();
+    eprintln!(
+        "{what}: {n} cases, {} accepted, {} refused, peak heap {} KiB",
+        t.ran,
+        t.rejected,
+        t.peak >> 10
+    );
+    assert!(
+        t.ran > 0 && t.rejected > 0,
+        "{what}: accepted {} refused {}",
+        t.ran,
+        t.rejected
+    );
+}
+
 #[test]
 fn hostile_inputs_never_panic_hang_or_blow_up() {
     let n = cases();
     let scratch = std::env::temp_dir();
     let base = Path::new(env!("CARGO_MANIFEST_DIR"));
-
-    let tally = RefCell::new(Tally::default());
-    runner(n)
-        .run(&scenario_inputs(), |bytes| {
-            let r = bounded("scenario", &bytes, || scenario_case(&bytes, base))?;
-            tally.borrow_mut().add(&r);
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let tally = tally.into_inner();
-    eprintln!(
-        "scenario: {} cases, {} ran, {} refused, peak heap {} KiB",
+    campaign("scenario", n, scenario_inputs(), Vec::clone, |b| {
+        scenario_case(b, base)
+    });
+    campaign("trace", n, trace_inputs(), Vec::clone, |b| trace_case(b));
+    campaign(
+        "merge",
         n,
-        tally.ran,
-        tally.rejected,
-        tally.peak >> 10
-    );
-    // The mutators stay near valid documents: some cases must get past validation.
-    assert!(
-        tally.ran > 0 && tally.rejected > 0,
-        "ran {} refused {}",
-        tally.ran,
-        tally.rejected
-    );
-
-    let tally = RefCell::new(Tally::default());
-    runner(n)
-        .run(&trace_inputs(), |bytes| {
-            let r = bounded("trace", &bytes, || trace_case(&bytes))?;
-            tally.borrow_mut().add(&r);
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let tally = tally.into_inner();
-    eprintln!(
-        "trace: {} cases, {} read, {} refused, peak heap {} KiB",
-        n,
-        tally.ran,
-        tally.rejected,
-        tally.peak >> 10
-    );
-    assert!(tally.ran > 0 && tally.rejected > 0);
-
-    let tally = RefCell::new(Tally::default());
-    runner(n)
-        .run(&merge_inputs(), |shards| {
-            let all: Vec<u8> = shards.join(&b"\n--- next shard ---\n"[..]);
+        merge_inputs(),
+        |shards| shards.join(&b"\n--- next shard ---\n"[..]),
+        |shards| {
             let refs: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
-            let r = bounded("merge", &all, || merge_case(&refs, &scratch))?;
-            tally.borrow_mut().add(&r);
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let tally = tally.into_inner();
-    eprintln!(
-        "merge: {} cases, {} merged, {} refused, peak heap {} KiB",
-        n,
-        tally.ran,
-        tally.rejected,
-        tally.peak >> 10
+            merge_case(&refs, &scratch)
+        },
     );
-    assert!(tally.ran > 0 && tally.rejected > 0);
 }

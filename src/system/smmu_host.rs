@@ -636,10 +636,7 @@ impl System {
             SmmuCpuOp::CmdlistReturned => {
                 // The whole call, waits for space (with interrupts unmasked) included.
                 let host = self.host();
-                if let Some(start) = host.call_start[c].take() {
-                    let ns = now.since(start).as_ps().div_ceil(1000).max(1);
-                    host.calls.saturating_record(ns);
-                }
+                record_since(&mut host.calls, host.call_start[c].take(), now);
                 Duration::ZERO
             }
             SmmuCpuOp::WriteProd(_) => {
@@ -648,10 +645,7 @@ impl System {
             }
             SmmuCpuOp::SyncPolled => {
                 let host = self.host();
-                if let Some(at) = host.prod_written[c].take() {
-                    let ns = now.since(at).as_ps().div_ceil(1000).max(1);
-                    host.poll_windows.saturating_record(ns);
-                }
+                record_since(&mut host.poll_windows, host.prod_written[c].take(), now);
                 Duration::ZERO
             }
             SmmuCpuOp::ReadCons => {
@@ -1131,6 +1125,14 @@ impl System {
             cmdq: *arm.smmu.cmdq.counters(),
             busiest_lines: lines,
         })
+    }
+}
+
+/// Records `now - start` in whole nanoseconds (rounded up, at least 1), if there is a
+/// start.
+fn record_since(h: &mut Histogram<u64>, start: Option<SimTime>, now: SimTime) {
+    if let Some(start) = start {
+        h.saturating_record(now.since(start).as_ps().div_ceil(1000).max(1));
     }
 }
 
