@@ -632,11 +632,10 @@ impl ArrivalGenerator {
                 .saturating_add((burst - 1).saturating_mul(spacing_ps));
             let room = until.as_ps().saturating_sub(self.last.as_ps());
             // The rest of this burst.
-            let k = if spacing_ps == 0 {
-                *left_in_burst
-            } else {
-                (*left_in_burst).min(room / spacing_ps)
-            };
+            // Spacing 0: the whole burst is at this instant.
+            let k = room
+                .checked_div(spacing_ps)
+                .map_or(*left_in_burst, |fit| (*left_in_burst).min(fit));
             *left_in_burst -= k;
             let mut advance = k.saturating_mul(spacing_ps);
             let mut counted = k;
