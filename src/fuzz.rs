@@ -35,9 +35,9 @@ pub enum CaseOutcome {
     Ran {
         /// Events handled.
         events: u64,
-        /// MSIs raised, and whether handled + pending + dropped accounts for all.
+        /// MSIs raised.
         msis_generated: u64,
-        /// The report's MSI balance held.
+        /// The report's MSI balance held: handled + pending + dropped = generated.
         balanced: bool,
     },
     /// A trace or a merge input was accepted.
@@ -45,10 +45,6 @@ pub enum CaseOutcome {
         /// Timestamps in the trace, or points merged.
         items: usize,
     },
-}
-
-fn message(e: &dyn std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// Parses `bytes` as a scenario, validates it and, if valid, runs it within the
@@ -60,11 +56,11 @@ pub fn scenario_case(bytes: &[u8], base_dir: &Path) -> CaseOutcome {
     let origin = base_dir.join("fuzz.toml");
     let sc = match Scenario::from_toml_str(text, &origin.display().to_string()) {
         Ok(sc) => sc,
-        Err(e) => return CaseOutcome::Rejected(message(&e)),
+        Err(e) => return CaseOutcome::Rejected(e.to_string()),
     };
     let mut sys = match System::new(&sc) {
         Ok(s) => s,
-        Err(e) => return CaseOutcome::Rejected(message(&e)),
+        Err(e) => return CaseOutcome::Rejected(e.to_string()),
     };
     let horizon = sc.duration_us.min(CASE_SIM_TIME_US);
     let limit = SimTime::ZERO + Duration::from_ns_f64(horizon * 1e3);
@@ -84,7 +80,7 @@ pub fn trace_case(bytes: &[u8]) -> CaseOutcome {
     for rebase in [false, true] {
         match devices::trace::TraceArrival::read(file, bytes, rebase) {
             Ok(t) => items = t.len(),
-            Err(e) => return CaseOutcome::Rejected(message(&e)),
+            Err(e) => return CaseOutcome::Rejected(e.to_string()),
         }
     }
     CaseOutcome::Accepted { items }
@@ -118,7 +114,7 @@ fn merge_in(shards: &[&[u8]], root: &Path) -> CaseOutcome {
         Ok(m) => CaseOutcome::Accepted {
             items: m.records.len(),
         },
-        Err(e) => CaseOutcome::Rejected(message(&e)),
+        Err(e) => CaseOutcome::Rejected(e.to_string()),
     }
 }
 
@@ -184,9 +180,10 @@ const MUTATIONS: usize = 9;
 /// parse). Keys are mutated where they are, so most results are one field away from
 /// a valid scenario.
 pub fn mutate_toml(doc: &str, choices: &[u64]) -> String {
-    let Ok(mut root) = doc.parse::<toml::Table>() else {
+    let Ok(table) = doc.parse::<toml::Table>() else {
         return doc.to_string();
     };
+    let mut root = toml::Value::Table(table);
     let mut c = Choices {
         words: choices,
         at: 0,
@@ -194,22 +191,14 @@ pub fn mutate_toml(doc: &str, choices: &[u64]) -> String {
     let rounds = 1 + c.next(4);
     for _ in 0..rounds {
         let mut paths = Vec::new();
-        collect_paths(
-            &toml::Value::Table(root.clone()),
-            &mut Vec::new(),
-            &mut paths,
-        );
+        collect_paths(&root, &mut Vec::new(), &mut paths);
         if paths.is_empty() {
             break;
         }
         let path = &paths[c.next(paths.len())];
         let kind = c.next(MUTATIONS);
         let value = c.next(EDGE_INTEGERS.len().max(EDGE_FLOATS.len()).max(EDGE_STRINGS));
-        let mut v = toml::Value::Table(std::mem::take(&mut root));
-        apply(&mut v, path, kind, value);
-        if let toml::Value::Table(t) = v {
-            root = t;
-        }
+        apply(&mut root, path, kind, value);
     }
     toml::to_string(&root).unwrap_or_else(|_| doc.to_string())
 }

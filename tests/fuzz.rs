@@ -106,7 +106,7 @@ fn bounded(
 #[derive(Default)]
 struct Tally {
     rejected: u32,
-    ran: u32,
+    accepted: u32,
     peak: usize,
 }
 
@@ -114,7 +114,7 @@ impl Tally {
     fn add(&mut self, (o, peak): &(CaseOutcome, usize)) {
         match o {
             CaseOutcome::Rejected(_) => self.rejected += 1,
-            _ => self.ran += 1,
+            _ => self.accepted += 1,
         }
         self.peak = self.peak.max(*peak);
     }
@@ -194,14 +194,14 @@ fn campaign<S: Strategy>(
     let t = tally.into_inner();
     eprintln!(
         "{what}: {n} cases, {} accepted, {} refused, peak heap {} KiB",
-        t.ran,
+        t.accepted,
         t.rejected,
         t.peak >> 10
     );
     assert!(
-        t.ran > 0 && t.rejected > 0,
+        t.accepted > 0 && t.rejected > 0,
         "{what}: accepted {} refused {}",
-        t.ran,
+        t.accepted,
         t.rejected
     );
 }

@@ -597,10 +597,19 @@ impl ArrivalGenerator {
                 (n, self.next_arrival(rng))
             }
             GenState::Bursts {
-                len: Dist::Fixed { .. },
-                gap: Dist::Fixed { .. },
+                len: len @ Dist::Fixed { .. },
+                gap: gap @ Dist::Fixed { .. },
+                spacing,
                 ..
-            } => self.fixed_bursts_through(until, rng),
+            } => {
+                // Fixed samples draw nothing from `rng`.
+                let burst = len.sample_count(rng);
+                let spacing_ps = spacing.as_ps();
+                let cycle_ps = Duration::from_ns_f64(gap.sample(rng))
+                    .as_ps()
+                    .saturating_add((burst - 1).saturating_mul(spacing_ps));
+                self.fixed_bursts_through(until, burst, spacing_ps, cycle_ps, rng)
+            }
             _ => self.step_through(until, rng),
         }
     }
@@ -612,27 +621,18 @@ impl ArrivalGenerator {
     fn fixed_bursts_through<R: Rng + ?Sized>(
         &mut self,
         until: SimTime,
+        burst: u64,
+        spacing_ps: u64,
+        cycle_ps: u64,
         rng: &mut R,
     ) -> (u64, Option<SimTime>) {
         let mut n: u64 = 1;
         loop {
-            let GenState::Bursts {
-                len,
-                gap,
-                spacing,
-                left_in_burst,
-            } = &mut self.state
-            else {
+            let GenState::Bursts { left_in_burst, .. } = &mut self.state else {
                 unreachable!("called for bursts only");
             };
-            let burst = len.sample_count(rng);
-            let spacing_ps = spacing.as_ps();
-            let cycle_ps = Duration::from_ns_f64(gap.sample(rng))
-                .as_ps()
-                .saturating_add((burst - 1).saturating_mul(spacing_ps));
             let room = until.as_ps().saturating_sub(self.last.as_ps());
-            // The rest of this burst.
-            // Spacing 0: the whole burst is at this instant.
+            // The rest of this burst (spacing 0: all of it is at this instant).
             let k = room
                 .checked_div(spacing_ps)
                 .map_or(*left_in_burst, |fit| (*left_in_burst).min(fit));
@@ -719,33 +719,35 @@ mod tests {
 
     #[test]
     fn skipping_a_fixed_process_or_a_burst_matches_stepping_it() {
-        let specs = [
+        let fixed_bursts = |len: u32, gap_ns: f64, spacing_ns: f64| {
+            format!(
+                "kind = \"bursts\"\nburst_len = {{ kind = \"fixed\", value = {len} }}\n\
+                 gap_ns = {{ kind = \"fixed\", value = {gap_ns:?} }}\nspacing_ns = {spacing_ns:?}"
+            )
+        };
+        let mut specs = vec![
             r#"kind = "fixed"
-interval_ns = 3.3"#,
+interval_ns = 3.3"#
+                .to_string(),
             r#"kind = "bursts"
 burst_len = { kind = "geometric", mean = 6 }
 gap_ns = { kind = "exponential", mean = 20 }
-spacing_ns = 0.0"#,
+spacing_ns = 0.0"#
+                .to_string(),
             r#"kind = "poisson"
-rate_per_s = 1e9"#,
-            r#"kind = "bursts"
-burst_len = { kind = "fixed", value = 4 }
-gap_ns = { kind = "fixed", value = 0.001 }
-spacing_ns = 0.0"#,
-            r#"kind = "bursts"
-burst_len = { kind = "fixed", value = 5 }
-gap_ns = { kind = "fixed", value = 7.3 }
-spacing_ns = 1.1"#,
-            r#"kind = "bursts"
-burst_len = { kind = "fixed", value = 1 }
-gap_ns = { kind = "fixed", value = 2.5 }
-spacing_ns = 0.0"#,
-            r#"kind = "bursts"
-burst_len = { kind = "fixed", value = 1000 }
-gap_ns = { kind = "fixed", value = 50 }
-spacing_ns = 0.5"#,
+rate_per_s = 1e9"#
+                .to_string(),
         ];
-        for text in specs {
+        // Bursts counted in closed form: 1 ps gaps, spaced bursts, single events.
+        for (len, gap, spacing) in [
+            (4, 0.001, 0.0),
+            (5, 7.3, 1.1),
+            (1, 2.5, 0.0),
+            (1000, 50.0, 0.5),
+        ] {
+            specs.push(fixed_bursts(len, gap, spacing));
+        }
+        for text in &specs {
             let spec: ArrivalSpec = toml::from_str(text).unwrap();
             let mut a = spec.generator("x", None).unwrap();
             let mut b = a.clone();
