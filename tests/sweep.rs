@@ -136,6 +136,25 @@ fn same_seed_mode_and_seed_axis() {
     assert_eq!(seeds, vec![1, 2, 3], "a seed axis sets the seed itself");
 }
 
+/// What `--dry-run` lists without building points is what building them gives, in
+/// each seed mode and with a seed axis.
+#[test]
+fn listed_seeds_and_coordinates_are_those_of_the_built_points() {
+    let seed_axis =
+        "base = \"default\"\n[[axes]]\nfield = \"seed\"\nrange = { from = 1, to = 3, step = 1 }\n\
+         [[axes]]\nfield = \"mode\"\nvalues = [\"posted\", \"remapped\"]\n";
+    for s in [
+        small(),
+        sweep(&SMALL.replace("seed = 5", "seed = 5\nseeds = \"same\"")).unwrap(),
+        sweep(seed_axis).unwrap(),
+    ] {
+        for i in 0..s.len() {
+            let p = s.point(i).unwrap();
+            assert_eq!(s.seed_and_coords(i), (p.seed, p.coords), "point {i}");
+        }
+    }
+}
+
 #[test]
 fn fingerprint_is_the_definition_not_the_spelling() {
     let a = small();
@@ -457,7 +476,7 @@ fn a_grid_past_the_point_limit_is_refused_by_its_size() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, SweepError::TooManyPoints { max } if max == irqsim::sweep::MAX_POINTS),
+        matches!(&err, SweepError::TooManyPoints { max, axes } if *max == irqsim::sweep::MAX_POINTS && axes == "axis 1 `seed`: 100000 x axis 2 `duration_us`: 10000"),
         "{err}"
     );
 }

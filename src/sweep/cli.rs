@@ -1,5 +1,6 @@
 //! The `irqsim sweep` and `irqsim merge` commands, for main.rs to mount.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use super::output::{value_as_f64, Metrics, PointRecord, CSV_FILE, JSONL_FILE};
@@ -158,15 +159,26 @@ fn dry_run(sweep: &Sweep, shard: Shard) -> Result<(), SweepError> {
         sweep.seeds.as_str(),
         mine.len()
     );
-    for i in mine {
-        let p = sweep.point(i)?;
-        println!(
-            "point {i:>5}  seed {:>20}  {}",
-            p.seed,
-            coords_text(&p.coords)
-        );
+    // check_all built and validated every point; listing them needs only their seeds.
+    let list = || -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for i in mine {
+            let (seed, coords) = sweep.seed_and_coords(i);
+            writeln!(
+                out,
+                "point {i:>5}  seed {seed:>20}  {}",
+                coords_text(&coords)
+            )?;
+        }
+        out.flush()
+    };
+    match list() {
+        // A reader such as `head` that stops early is not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(SweepError::Options(format!("writing the point list: {e}")))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 fn merge_command(args: MergeArgs) -> Result<(), SweepError> {

@@ -121,8 +121,12 @@ pub enum SweepError {
         message: String,
     },
     /// The product of the axis lengths is above [`MAX_POINTS`].
-    #[error("the sweep has more than {max} points")]
-    TooManyPoints { max: usize },
+    #[error("the sweep has more than {max} points ({axes} values); split it into sweeps of fewer points")]
+    TooManyPoints {
+        max: usize,
+        /// Each axis with its number of values.
+        axes: String,
+    },
     /// A point's values together do not form a scenario.
     #[error("point {point} ({coords}) is not a scenario: {message}")]
     PointRejected {

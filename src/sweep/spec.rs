@@ -196,7 +196,15 @@ impl Sweep {
             len = len
                 .checked_mul(axis.values.len())
                 .filter(|n| *n <= MAX_POINTS)
-                .ok_or(SweepError::TooManyPoints { max: MAX_POINTS })?;
+                .ok_or_else(|| SweepError::TooManyPoints {
+                    max: MAX_POINTS,
+                    axes: axes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| format!("axis {} `{}`: {}", i + 1, a.field, a.values.len()))
+                        .collect::<Vec<_>>()
+                        .join(" x "),
+                })?;
         }
         for (i, axis) in axes.iter().enumerate() {
             let mut seen = std::collections::HashSet::with_capacity(axis.values.len());
@@ -288,6 +296,27 @@ impl Sweep {
         out
     }
 
+    /// The seed and the axis values of point `index`, without building its scenario
+    /// (what `--dry-run` lists, once [`check_all`](Self::check_all) has passed).
+    ///
+    /// # Panics
+    /// If `index` is not below [`Sweep::len`].
+    pub fn seed_and_coords(&self, index: usize) -> (u64, Map<String, Value>) {
+        let mut coords = Map::new();
+        for (axis, k) in self.axes.iter().zip(self.coords_of(index)) {
+            coords.insert(axis.field.clone(), axis.values[k].clone());
+        }
+        let seed = match coords.get("seed").and_then(Value::as_u64) {
+            // An axis over the seed sets it itself.
+            Some(seed) => seed,
+            None => match self.seeds {
+                SeedMode::PerPoint => point_seed(self.seed, &coords),
+                SeedMode::Same => self.seed,
+            },
+        };
+        (seed, coords)
+    }
+
     /// Point `index`, built and validated.
     ///
     /// # Panics
@@ -298,15 +327,8 @@ impl Sweep {
             "point {index} of a {}-point sweep",
             self.len
         );
+        let (seed, coords) = self.seed_and_coords(index);
         let ks = self.coords_of(index);
-        let mut coords = Map::new();
-        for (axis, k) in self.axes.iter().zip(&ks) {
-            coords.insert(axis.field.clone(), axis.values[*k].clone());
-        }
-        let seed = match self.seeds {
-            SeedMode::PerPoint => point_seed(self.seed, &coords),
-            SeedMode::Same => self.seed,
-        };
         let mut tree = self.base.clone();
         tree["seed"] = Value::from(seed);
         for (axis, k) in self.axes.iter().zip(&ks) {

@@ -72,7 +72,7 @@ impl Costs {
         // One rule for every number in every table, whatever crate owns it: a cost
         // beyond MAX_COST would push timestamps toward the end of u64 picoseconds.
         let tree = serde_json::to_value(self).expect("cost tables serialize");
-        check_magnitudes("costs", &tree)?;
+        check_magnitudes(&mut vec!["costs"], &tree)?;
         self.cpu.validate()?;
         check_non_negative("costs.apic.ipi_latency_ns", self.apic.ipi_latency_ns)?;
         self.device.validate()?;
@@ -378,17 +378,24 @@ impl Default for NicHostCosts {
 /// 1000 s per operation at any clock, far past anything physical.
 pub const MAX_COST: f64 = 1e12;
 
-fn check_magnitudes(path: &str, v: &serde_json::Value) -> Result<(), ScenarioError> {
+/// `path` is the field's keys from the root, joined only for an error: a sweep
+/// validates every point, so the walk must not format a name per field.
+fn check_magnitudes<'a>(
+    path: &mut Vec<&'a str>,
+    v: &'a serde_json::Value,
+) -> Result<(), ScenarioError> {
     match v {
         serde_json::Value::Object(map) => {
             for (k, child) in map {
-                check_magnitudes(&format!("{path}.{k}"), child)?;
+                path.push(k);
+                check_magnitudes(path, child)?;
+                path.pop();
             }
             Ok(())
         }
         serde_json::Value::Number(n) => match n.as_f64() {
             Some(x) if x.abs() > MAX_COST => Err(ScenarioError::invalid(
-                path,
+                path.join("."),
                 format!("{x:e}"),
                 format!("a cost of at most {MAX_COST:e}"),
             )),

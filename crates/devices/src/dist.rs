@@ -70,6 +70,27 @@ impl Dist {
         }
     }
 
+    /// The variance of the distribution, before [`DIST_MAX`] caps samples; `None`
+    /// where it is infinite (Pareto with `shape` at most 2). Bulk counts of bursts
+    /// use it for their spread.
+    pub fn variance(&self) -> Option<f64> {
+        match *self {
+            Dist::Fixed { .. } => Some(0.0),
+            Dist::Uniform { low, high } => Some((high - low).powi(2) / 12.0),
+            Dist::Exponential { mean } => Some(mean * mean),
+            Dist::ShiftedExponential { mean_above_min, .. } => {
+                Some(mean_above_min * mean_above_min)
+            }
+            Dist::LogNormal { mean, sigma } => Some(mean * mean * (sigma * sigma).exp_m1()),
+            Dist::Pareto { scale, shape } if shape > 2.0 => {
+                Some(scale * scale * shape / ((shape - 1.0).powi(2) * (shape - 2.0)))
+            }
+            Dist::Pareto { .. } => None,
+            // Failures before the first success: (1 - p) / p^2 with p = 1 / mean.
+            Dist::Geometric { mean } => Some(mean * (mean - 1.0)),
+        }
+    }
+
     /// Checks the parameters; `field` names the distribution for the error.
     pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
         let bad = |name: &str, value: f64, allowed: &str| {
@@ -173,7 +194,7 @@ fn std_exponential<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 
 /// A standard normal by the Box-Muller transform (one of the pair; two uniforms a draw,
 /// so the stream's consumption does not depend on earlier draws).
-fn std_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+pub(crate) fn std_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     let u1 = 1.0 - rng.gen::<f64>();
     let u2: f64 = rng.gen();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
@@ -223,6 +244,48 @@ mod tests {
             let rel = (m - d.mean()).abs() / d.mean();
             assert!(rel < 0.02, "{d:?}: sample mean {m}, stated {}", d.mean());
         }
+    }
+
+    #[test]
+    fn sample_variances_match_the_stated_variances() {
+        let cases = [
+            Dist::Uniform {
+                low: 2.0,
+                high: 5.0,
+            },
+            Dist::Exponential { mean: 5.0 },
+            Dist::ShiftedExponential {
+                min: 1.0,
+                mean_above_min: 2.0,
+            },
+            Dist::LogNormal {
+                mean: 3400.0,
+                sigma: 0.5,
+            },
+            Dist::Pareto {
+                scale: 1.0,
+                shape: 6.0,
+            },
+            Dist::Geometric { mean: 8.0 },
+        ];
+        let n = 400_000;
+        for d in cases {
+            let mut r = rng();
+            let xs: Vec<f64> = (0..n).map(|_| d.sample(&mut r)).collect();
+            let m = xs.iter().sum::<f64>() / n as f64;
+            let v = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let want = d.variance().unwrap();
+            assert!(
+                (v - want).abs() / want < 0.03,
+                "{d:?}: sample variance {v}, stated {want}"
+            );
+        }
+        assert_eq!(Dist::Fixed { value: 3.0 }.variance(), Some(0.0));
+        let heavy = Dist::Pareto {
+            scale: 1.0,
+            shape: 2.0,
+        };
+        assert_eq!(heavy.variance(), None, "infinite at shape 2");
     }
 
     /// Exponential draws spread as the distribution says: P(X <= mean) = 1 - 1/e, and
