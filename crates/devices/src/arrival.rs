@@ -615,7 +615,7 @@ impl ArrivalGenerator {
                 let cycle_ps = Duration::from_ns_f64(gap.sample(rng))
                     .as_ps()
                     .saturating_add((burst - 1).saturating_mul(spacing_ps));
-                self.fixed_bursts_through(until, burst, spacing_ps, cycle_ps, rng)
+                self.fixed_bursts_through(until, burst, cycle_ps, rng)
             }
             GenState::Bursts { .. } => self.random_bursts_through(until, rng),
             GenState::OnOff { .. } => self.on_off_through(until, rng),
@@ -640,32 +640,17 @@ impl ArrivalGenerator {
         until: SimTime,
         rng: &mut R,
     ) -> (u64, Option<SimTime>) {
-        let GenState::Bursts {
-            len,
-            gap,
-            spacing,
-            left_in_burst,
-        } = &mut self.state
-        else {
-            unreachable!("called for bursts only");
-        };
-        let spacing_ps = spacing.as_ps();
-        let room = until.as_ps().saturating_sub(self.last.as_ps());
-        let rest = room
-            .checked_div(spacing_ps)
-            .map_or(*left_in_burst, |fit| (*left_in_burst).min(fit));
-        *left_in_burst -= rest;
-        self.last = SimTime(
-            self.last
-                .as_ps()
-                .saturating_add(rest.saturating_mul(spacing_ps)),
-        );
-        self.emitted = self.emitted.saturating_add(rest);
-        let counted = 1 + rest;
-        if *left_in_burst > 0 {
+        let counted = 1 + self.rest_of_burst_through(until);
+        if !self.burst_done() {
             // The burst runs on past `until`: its next event is the first after it.
             return (counted, self.next_arrival(rng));
         }
+        let GenState::Bursts {
+            len, gap, spacing, ..
+        } = &self.state
+        else {
+            unreachable!("called for bursts only");
+        };
         let span_ns = until.as_ps().saturating_sub(self.last.as_ps()) as f64 / 1e3;
         let spacing_ns = spacing.as_ns_f64();
         let mean_len = len.mean().max(1.0);
@@ -767,37 +752,61 @@ impl ArrivalGenerator {
         &mut self,
         until: SimTime,
         burst: u64,
-        spacing_ps: u64,
         cycle_ps: u64,
         rng: &mut R,
     ) -> (u64, Option<SimTime>) {
         let mut n: u64 = 1;
         loop {
-            let GenState::Bursts { left_in_burst, .. } = &mut self.state else {
-                unreachable!("called for bursts only");
-            };
-            let room = until.as_ps().saturating_sub(self.last.as_ps());
-            // The rest of this burst (spacing 0: all of it is at this instant).
-            let k = room
-                .checked_div(spacing_ps)
-                .map_or(*left_in_burst, |fit| (*left_in_burst).min(fit));
-            *left_in_burst -= k;
-            let mut advance = k.saturating_mul(spacing_ps);
-            let mut counted = k;
+            let mut counted = self.rest_of_burst_through(until);
             // Whole bursts that end by `until`, once this one is done.
-            if *left_in_burst == 0 && cycle_ps > 0 {
-                let cycles = (room - advance) / cycle_ps;
-                advance = advance.saturating_add(cycles.saturating_mul(cycle_ps));
-                counted = counted.saturating_add(cycles.saturating_mul(burst));
+            if self.burst_done() && cycle_ps > 0 {
+                let cycles = until.as_ps().saturating_sub(self.last.as_ps()) / cycle_ps;
+                let advance = cycles.saturating_mul(cycle_ps);
+                self.last = SimTime(self.last.as_ps().saturating_add(advance));
+                let whole = cycles.saturating_mul(burst);
+                self.emitted = self.emitted.saturating_add(whole);
+                counted = counted.saturating_add(whole);
             }
-            self.last = SimTime(self.last.as_ps().saturating_add(advance));
-            self.emitted = self.emitted.saturating_add(counted);
             n = n.saturating_add(counted);
             match self.next_arrival(rng) {
                 Some(t) if t <= until => n += 1,
                 other => return (n, other),
             }
         }
+    }
+
+    /// Consumes the events of the current burst through `until` (spacing 0: all of
+    /// them, at this instant) and returns their number.
+    fn rest_of_burst_through(&mut self, until: SimTime) -> u64 {
+        let GenState::Bursts {
+            spacing,
+            left_in_burst,
+            ..
+        } = &mut self.state
+        else {
+            unreachable!("called for bursts only");
+        };
+        let spacing_ps = spacing.as_ps();
+        let room = until.as_ps().saturating_sub(self.last.as_ps());
+        let k = room
+            .checked_div(spacing_ps)
+            .map_or(*left_in_burst, |fit| (*left_in_burst).min(fit));
+        *left_in_burst -= k;
+        let advance = k.saturating_mul(spacing_ps);
+        self.last = SimTime(self.last.as_ps().saturating_add(advance));
+        self.emitted = self.emitted.saturating_add(k);
+        k
+    }
+
+    /// The current burst has no events left (the next one starts a burst).
+    fn burst_done(&self) -> bool {
+        matches!(
+            self.state,
+            GenState::Bursts {
+                left_in_burst: 0,
+                ..
+            }
+        )
     }
 
     /// [`skip_through`](Self::skip_through) one event (or one instant's burst) at a
