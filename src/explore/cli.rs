@@ -3,7 +3,8 @@
 //! ```text
 //! irqsim explore --variant NAME [--posts N] [--entries N] [--sn-toggles N]
 //!                [--urg-posts N] [--preemption-bound N] [--max-loops N]
-//!                [--no-sn-recheck] [--json]
+//!                [--no-sn-recheck] [--vectors LIST|any-of:LIST] [--max-states N]
+//!                [--json]
 //! ```
 //!
 //! Exit status: 0 when every invariant holds within the bounds, 1 when one fails (the
@@ -16,10 +17,11 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{
-    explore_variant, ExploreConfig, ExploreReport, ExploreResult, DEFAULT_ENTRIES, DEFAULT_POSTS,
-    DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
+    explore_variant, ExploreConfig, ExploreReport, ExploreResult, DEFAULT_ENTRIES,
+    DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
 };
 use crate::kernel::DEFAULT_MAX_LOOPS;
+use sim_core::Vector;
 
 /// Arguments of `irqsim explore`.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
@@ -32,6 +34,14 @@ pub struct ExploreArgs {
     /// 0xe1, in order, repeating).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_POSTS)]
     pub posts: u32,
+    /// The non-urgent posts' vectors: a list used in order and repeated
+    /// (`0x21,0x61`), or `any-of:0x21,0x61,0xa1` for a choice at every post, the
+    /// search branching on each vector. Device vectors, hex (0x..) or decimal.
+    #[arg(long, value_name = "LIST")]
+    pub vectors: Option<String>,
+    /// Most distinct states before the search stops as incomplete.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STATES)]
+    pub max_states: u64,
     /// Handler entries the APIC may start.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_ENTRIES)]
     pub entries: u32,
@@ -57,15 +67,55 @@ pub struct ExploreArgs {
 }
 
 impl ExploreArgs {
-    /// The exploration bounds these arguments describe.
-    pub fn config(&self) -> ExploreConfig {
+    /// The exploration bounds these arguments describe; an error names a bad
+    /// `--vectors` entry.
+    pub fn config(&self) -> Result<ExploreConfig, String> {
         let mut c = ExploreConfig::with_counts(self.posts, self.entries)
             .urgent(self.urg_posts)
             .sn_toggles(self.sn_toggles)
-            .preemption_bound(self.preemption_bound);
+            .preemption_bound(self.preemption_bound)
+            .max_states(self.max_states);
         c.sn_recheck = !self.no_sn_recheck;
-        c
+        if let Some(text) = &self.vectors {
+            let (any_of, list) = match text.strip_prefix("any-of:") {
+                Some(rest) => (true, rest),
+                None => (false, text.as_str()),
+            };
+            let vectors = parse_vectors(list)?;
+            if any_of {
+                c = c.any_of(vectors);
+            } else {
+                c.posts = vectors
+                    .iter()
+                    .copied()
+                    .cycle()
+                    .take(c.posts.len())
+                    .collect();
+            }
+        }
+        Ok(c)
     }
+}
+
+/// Parses `0x21,0x61` (hex with `0x`, or decimal) into vectors.
+fn parse_vectors(list: &str) -> Result<Vec<Vector>, String> {
+    let vectors = list
+        .split(',')
+        .map(str::trim)
+        .map(|item| {
+            let parsed = match item.strip_prefix("0x").or_else(|| item.strip_prefix("0X")) {
+                Some(hex) => u8::from_str_radix(hex, 16),
+                None => item.parse::<u8>(),
+            };
+            parsed.map(Vector).map_err(|_| {
+                format!(
+                    "--vectors {list:?}: {item:?} is not a vector: expected a number 0..=255 \
+                     (hex with 0x, or decimal), comma-separated, optionally after `any-of:`"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vectors)
 }
 
 #[derive(Serialize)]
@@ -78,7 +128,14 @@ struct JsonOut<'a> {
 /// Runs `irqsim explore`, writing the report to `out` and diagnostics to `err`.
 /// Returns the exit status (0 pass, 1 invariant violated, 2 error or incomplete).
 pub fn run(args: &ExploreArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    let report = match explore_variant(&args.variant, args.max_loops, &args.config()) {
+    let config = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return 2;
+        }
+    };
+    let report = match explore_variant(&args.variant, args.max_loops, &config) {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
@@ -174,7 +231,7 @@ mod tests {
             "1",
             "--json",
         ]);
-        let c = a.config();
+        let c = a.config().unwrap();
         assert_eq!((c.posts.len(), c.entries, c.sn_toggles), (2, 1, 0));
         assert_eq!(c.preemption_bound, Some(1));
         assert!(a.json && c.sn_recheck);
@@ -223,6 +280,69 @@ mod tests {
         assert!(!v["result"]["steps"].as_array().unwrap().is_empty());
         assert!(v["states_explored"].as_u64().unwrap() > 0);
         assert!(err.contains("counterexample"), "{err}");
+    }
+
+    #[test]
+    fn vectors_in_order_or_as_a_choice() {
+        let c = parse(&["--variant", "rfc", "--vectors", "0x21, 0x22"])
+            .config()
+            .unwrap();
+        assert_eq!(c.posts, [0x21, 0x22, 0x21, 0x22].map(Vector).to_vec());
+        assert!(c.post_choices.is_empty());
+        let c = parse(&["--variant", "rfc", "--vectors", "any-of:0x21,97"])
+            .config()
+            .unwrap();
+        assert_eq!(c.post_choices, vec![Vector(0x21), Vector(0x61)]);
+        assert_eq!(c.posts.len(), DEFAULT_POSTS as usize, "the count stays");
+        let err = parse(&["--variant", "rfc", "--vectors", "0x21,0xzz"])
+            .config()
+            .unwrap_err();
+        assert!(err.contains("\"0xzz\" is not a vector"), "{err}");
+    }
+
+    /// A choice at every post explores every assignment of vectors: more states than
+    /// any one fixed list, mainline still passes, and a broken variant still fails.
+    #[test]
+    fn a_choice_of_vectors_branches_at_every_post() {
+        let small = [
+            "--posts",
+            "2",
+            "--sn-toggles",
+            "0",
+            "--urg-posts",
+            "0",
+            "--json",
+        ];
+        let states = |variant: &str, vectors: &str| {
+            let mut argv = vec!["--variant", variant, "--vectors", vectors];
+            argv.extend(small);
+            let (code, out, _) = run_str(&argv);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert!(v["states_per_s"].as_f64().unwrap() > 0.0);
+            (code, v["distinct_states"].as_u64().unwrap())
+        };
+        let (code, fixed) = states("copy-then-xchg", "0x21,0x61");
+        assert_eq!(code, 0);
+        let (code, any) = states("copy-then-xchg", "any-of:0x21,0x61");
+        assert_eq!(code, 0);
+        assert!(any > fixed, "{any} states with a choice, {fixed} without");
+        assert_eq!(states("no-final-recheck", "any-of:0x21,0x61").0, 1);
+    }
+
+    #[test]
+    fn bad_choices_and_a_low_state_limit_exit_2() {
+        let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "any-of:0x21,0x21"]);
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("post_choices") && err.contains("each vector once"),
+            "{err}"
+        );
+        let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "any-of:0x10"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("device vectors"), "{err}");
+        let (code, _, err) = run_str(&["--variant", "rfc", "--max-states", "10"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("more than 10 distinct states"), "{err}");
     }
 
     #[test]

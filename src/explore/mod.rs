@@ -62,6 +62,12 @@ pub struct ExploreConfig {
     /// notify even while SN is set.
     #[serde(serialize_with = "hex_vectors")]
     pub urg_posts: Vec<Vector>,
+    /// When not empty, each non-urgent post picks its vector from this set, the search
+    /// branching on every choice (as the SPIN model's posts do), and `posts` gives only
+    /// their number. Mixing vectors of one PIR word with another's finds word-confusion
+    /// bugs that a fixed list can hide.
+    #[serde(serialize_with = "hex_vectors")]
+    pub post_choices: Vec<Vector>,
     /// Handler entries the APIC may start.
     pub entries: u32,
     /// SN changes by another CPU: set, clear, set, ... starting from SN = 0.
@@ -118,6 +124,7 @@ impl ExploreConfig {
         ExploreConfig {
             posts: cycle(&DEFAULT_POST_VECTORS, posts),
             urg_posts: Vec::new(),
+            post_choices: Vec::new(),
             entries,
             sn_toggles: 0,
             sn_recheck: true,
@@ -130,6 +137,19 @@ impl ExploreConfig {
     /// Sets `n` urgent posts using [`DEFAULT_URG_VECTORS`] in order.
     pub fn urgent(mut self, n: u32) -> ExploreConfig {
         self.urg_posts = cycle(&DEFAULT_URG_VECTORS, n);
+        self
+    }
+
+    /// Lets each non-urgent post pick its vector from `set` (see
+    /// [`post_choices`](Self::post_choices)); the number of posts stays.
+    pub fn any_of(mut self, set: Vec<Vector>) -> ExploreConfig {
+        self.post_choices = set;
+        self
+    }
+
+    /// Sets the most distinct states before the search gives up.
+    pub fn max_states(mut self, n: u64) -> ExploreConfig {
+        self.max_states = n;
         self
     }
 
@@ -149,7 +169,34 @@ impl ExploreConfig {
     /// notification vector), at most [`MAX_POSTS`] posts per stream and SN changes, at
     /// least one operation per handler entry.
     pub fn validate(&self) -> Result<(), ExploreError> {
-        for (field, list) in [("posts", &self.posts), ("urg_posts", &self.urg_posts)] {
+        for (i, v) in self.post_choices.iter().enumerate() {
+            if self.post_choices[..i].contains(v) {
+                return Err(ExploreError::Bound {
+                    field: "post_choices",
+                    value: u64::from(v.0),
+                    allowed: "each vector once".into(),
+                });
+            }
+        }
+        if self.post_choices.len() > MAX_POST_CHOICES {
+            return Err(ExploreError::Bound {
+                field: "post_choices",
+                value: self.post_choices.len() as u64,
+                allowed: format!("at most {MAX_POST_CHOICES} vectors"),
+            });
+        }
+        if self.max_states == 0 {
+            return Err(ExploreError::Bound {
+                field: "max_states",
+                value: 0,
+                allowed: "at least 1".into(),
+            });
+        }
+        for (field, list) in [
+            ("posts", &self.posts),
+            ("urg_posts", &self.urg_posts),
+            ("post_choices", &self.post_choices),
+        ] {
             if list.len() > MAX_POSTS as usize {
                 return Err(ExploreError::Bound {
                     field,
@@ -188,6 +235,9 @@ impl ExploreConfig {
 
 /// Most posts per stream, and most SN changes, an exploration accepts.
 pub const MAX_POSTS: u32 = 64;
+
+/// Most vectors a post may choose from: the search branches on each at every post.
+pub const MAX_POST_CHOICES: usize = 16;
 
 fn is_device_vector(v: Vector) -> bool {
     v.0 >= FIRST_EXTERNAL_VECTOR && v < POSTED_MSI_NOTIFICATION_VECTOR
@@ -301,6 +351,9 @@ pub struct ExploreReport {
     /// Wall-clock time of the search, seconds (the only field that differs between
     /// two identical runs).
     pub wall_time_s: f64,
+    /// `states_explored` per wall-clock second (differs between runs, as
+    /// `wall_time_s` does).
+    pub states_per_s: f64,
     /// The verdict.
     pub result: ExploreResult,
 }
@@ -349,7 +402,11 @@ impl fmt::Display for ExploreReport {
             f,
             "  bounds: posts [{}], urgent posts [{}], {} entries, {} SN toggles{}, \
              preemption bound {}",
-            list(&c.posts),
+            if c.post_choices.is_empty() {
+                list(&c.posts)
+            } else {
+                format!("{} x any of {}", c.posts.len(), list(&c.post_choices))
+            },
             list(&c.urg_posts),
             c.entries,
             c.sn_toggles,
@@ -364,12 +421,13 @@ impl fmt::Display for ExploreReport {
         writeln!(
             f,
             "  states explored {}, distinct states {}, invariants checked {}, max depth {}, \
-             wall time {:.3} s",
+             wall time {:.3} s ({:.0} states/s)",
             self.states_explored,
             self.distinct_states,
             self.invariants_checked,
             self.max_depth,
-            self.wall_time_s
+            self.wall_time_s,
+            self.states_per_s
         )?;
         if let ExploreResult::Fail(c) = &self.result {
             writeln!(f, "{c}")?;

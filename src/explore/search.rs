@@ -30,8 +30,9 @@ use crate::kernel::{CpuOp, CpuPort, PirHandler};
 enum Actor {
     /// The handler performs the operation it is suspended on.
     Handler,
-    /// The IOMMU performs the next post of the non-urgent device.
-    Iommu,
+    /// The IOMMU performs the next post of the non-urgent device: with vector choices,
+    /// the one at this index of [`ExploreConfig::post_choices`].
+    Iommu(u8),
     /// The IOMMU performs the next post of the device whose IRTE has URG set.
     IommuUrg,
     /// The other CPU's next SN step.
@@ -44,7 +45,7 @@ impl Actor {
     fn name(self) -> &'static str {
         match self {
             Actor::Handler => "handler",
-            Actor::Iommu => "iommu",
+            Actor::Iommu(_) => "iommu",
             Actor::IommuUrg => "iommu-urg",
             Actor::SnCpu => "sn-cpu",
             Actor::Apic => "apic",
@@ -156,7 +157,9 @@ impl Explorer<'_> {
             out.push(Actor::Handler);
         }
         if (s.next_post as usize) < self.config.posts.len() {
-            out.push(Actor::Iommu);
+            let choices = self.config.post_choices.len().max(1);
+            // At most MAX_POST_CHOICES (validated), so the index fits.
+            out.extend((0..choices).map(|k| Actor::Iommu(k as u8)));
         }
         if (s.next_urg as usize) < self.config.urg_posts.len() {
             out.push(Actor::IommuUrg);
@@ -201,13 +204,18 @@ impl Explorer<'_> {
                     notes.push(note);
                 }
             }
-            Actor::Iommu | Actor::IommuUrg => {
-                let (list, idx, urg) = if actor == Actor::Iommu {
-                    (&self.config.posts, &mut n.next_post, false)
-                } else {
+            Actor::Iommu(_) | Actor::IommuUrg => {
+                let (list, idx, urg) = if actor == Actor::IommuUrg {
                     (&self.config.urg_posts, &mut n.next_urg, true)
+                } else {
+                    (&self.config.posts, &mut n.next_post, false)
                 };
-                let vector = list[*idx as usize];
+                let vector = match actor {
+                    Actor::Iommu(k) if !self.config.post_choices.is_empty() => {
+                        self.config.post_choices[usize::from(k)]
+                    }
+                    _ => list[*idx as usize],
+                };
                 *idx += 1;
                 let (sent, note) = n.world.post(vector, urg, checks)?;
                 notes.push(note);
@@ -338,6 +346,7 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
             }));
         }
     }
+    let wall_time_s = started.elapsed().as_secs_f64();
     ExploreReport {
         variant: handler.name().to_string(),
         broken_on_purpose: handler.is_broken(),
@@ -346,7 +355,8 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
         distinct_states: visited.len() as u64,
         invariants_checked: ex.checks,
         max_depth: u64::from(max_depth),
-        wall_time_s: started.elapsed().as_secs_f64(),
+        wall_time_s,
+        states_per_s: explored as f64 / wall_time_s.max(1e-9),
         result,
     }
 }
