@@ -301,7 +301,8 @@ mod tests {
     }
 
     /// A choice at every post explores every assignment of vectors: more states than
-    /// any one fixed list, mainline still passes, and a broken variant still fails.
+    /// any one fixed list, mainline still passes, broken variants still fail, and a
+    /// word-confusion bug shows only when the choice spans two PIR words.
     #[test]
     fn a_choice_of_vectors_branches_at_every_post() {
         let small = [
@@ -327,6 +328,10 @@ mod tests {
         assert_eq!(code, 0);
         assert!(any > fixed, "{any} states with a choice, {fixed} without");
         assert_eq!(states("no-final-recheck", "any-of:0x21,0x61").0, 1);
+        // xchg-word0 handles only PIR word 0: choices within that word hide the bug,
+        // a choice across words finds it.
+        assert_eq!(states("xchg-word0", "any-of:0x21,0x22").0, 0);
+        assert_eq!(states("xchg-word0", "any-of:0x21,0x61").0, 1);
     }
 
     #[test]
