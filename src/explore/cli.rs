@@ -199,6 +199,9 @@ mod tests {
             .args
     }
 
+    /// Two posts, no SN changes, no urgent posts: a small search.
+    const SMALL: [&str; 6] = ["--posts", "2", "--sn-toggles", "0", "--urg-posts", "0"];
+
     fn run_str(argv: &[&str]) -> (u8, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let code = run(&parse(argv), &mut out, &mut err);
@@ -239,9 +242,8 @@ mod tests {
 
     #[test]
     fn pass_exits_0_and_fail_exits_1_with_the_trace() {
-        let small = ["--posts", "2", "--sn-toggles", "0", "--urg-posts", "0"];
         let mut argv = vec!["--variant", "copy-then-xchg"];
-        argv.extend(small);
+        argv.extend(SMALL);
         let (code, out, _) = run_str(&argv);
         assert_eq!(code, 0, "{out}");
         assert!(
@@ -250,7 +252,7 @@ mod tests {
         );
 
         let mut argv = vec!["--variant", "no-final-recheck"];
-        argv.extend(small);
+        argv.extend(SMALL);
         let (code, out, _) = run_str(&argv);
         assert_eq!(code, 1, "{out}");
         assert!(
@@ -261,17 +263,9 @@ mod tests {
 
     #[test]
     fn json_carries_the_counterexample_and_stderr_the_text() {
-        let (code, out, err) = run_str(&[
-            "--variant",
-            "xchg-word0",
-            "--posts",
-            "2",
-            "--sn-toggles",
-            "0",
-            "--urg-posts",
-            "0",
-            "--json",
-        ]);
+        let mut argv = vec!["--variant", "xchg-word0", "--json"];
+        argv.extend(SMALL);
+        let (code, out, err) = run_str(&argv);
         assert_eq!(code, 1);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["variant"], "xchg-word0");
@@ -305,18 +299,9 @@ mod tests {
     /// word-confusion bug shows only when the choice spans two PIR words.
     #[test]
     fn a_choice_of_vectors_branches_at_every_post() {
-        let small = [
-            "--posts",
-            "2",
-            "--sn-toggles",
-            "0",
-            "--urg-posts",
-            "0",
-            "--json",
-        ];
         let states = |variant: &str, vectors: &str| {
-            let mut argv = vec!["--variant", variant, "--vectors", vectors];
-            argv.extend(small);
+            let mut argv = vec!["--variant", variant, "--vectors", vectors, "--json"];
+            argv.extend(SMALL);
             let (code, out, _) = run_str(&argv);
             let v: serde_json::Value = serde_json::from_str(&out).unwrap();
             assert!(v["states_per_s"].as_f64().unwrap() > 0.0);
