@@ -85,12 +85,7 @@ impl ExploreArgs {
             if any_of {
                 c = c.any_of(vectors);
             } else {
-                c.posts = vectors
-                    .iter()
-                    .copied()
-                    .cycle()
-                    .take(c.posts.len())
-                    .collect();
+                c = c.post_vectors(&vectors);
             }
         }
         Ok(c)

@@ -147,6 +147,12 @@ impl ExploreConfig {
         self
     }
 
+    /// Posts these vectors in order, repeated to the current number of posts.
+    pub fn post_vectors(mut self, vectors: &[Vector]) -> ExploreConfig {
+        self.posts = cycle(vectors, self.posts.len() as u32);
+        self
+    }
+
     /// Sets the most distinct states before the search gives up.
     pub fn max_states(mut self, n: u64) -> ExploreConfig {
         self.max_states = n;
@@ -169,6 +175,14 @@ impl ExploreConfig {
     /// notification vector), at most [`MAX_POSTS`] posts per stream and SN changes, at
     /// least one operation per handler entry.
     pub fn validate(&self) -> Result<(), ExploreError> {
+        // The length first, so the pairwise repeat check sees at most 16 vectors.
+        if self.post_choices.len() > MAX_POST_CHOICES {
+            return Err(ExploreError::Bound {
+                field: "post_choices",
+                value: self.post_choices.len() as u64,
+                allowed: format!("at most {MAX_POST_CHOICES} vectors"),
+            });
+        }
         for (i, v) in self.post_choices.iter().enumerate() {
             if self.post_choices[..i].contains(v) {
                 return Err(ExploreError::Bound {
@@ -177,13 +191,6 @@ impl ExploreConfig {
                     allowed: "each vector once".into(),
                 });
             }
-        }
-        if self.post_choices.len() > MAX_POST_CHOICES {
-            return Err(ExploreError::Bound {
-                field: "post_choices",
-                value: self.post_choices.len() as u64,
-                allowed: format!("at most {MAX_POST_CHOICES} vectors"),
-            });
         }
         if self.max_states == 0 {
             return Err(ExploreError::Bound {

@@ -328,11 +328,10 @@ impl Sweep {
             self.len
         );
         let (seed, coords) = self.seed_and_coords(index);
-        let ks = self.coords_of(index);
         let mut tree = self.base.clone();
         tree["seed"] = Value::from(seed);
-        for (axis, k) in self.axes.iter().zip(&ks) {
-            path::set(&mut tree, &axis.path, &axis.values[*k])
+        for axis in &self.axes {
+            path::set(&mut tree, &axis.path, &coords[&axis.field])
                 .expect("checked when the sweep was built");
         }
         let scenario: Scenario =
