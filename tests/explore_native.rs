@@ -49,6 +49,7 @@ fn correct_variants_lose_nothing_on_real_atomics() {
         "interleaved",
         "per-word-dispatch",
         "kvm-clear-on-first",
+        "plain-clear-on-mfence",
     ] {
         let r = run(name);
         assert_consistent(&r);
@@ -98,5 +99,21 @@ fn one_poster_one_post_per_round_matches_exactly() {
     assert_eq!(
         (r.merged, r.notifications, r.handled),
         (0, r.posts, r.posts)
+    );
+}
+
+#[test]
+fn plain_clear_on_runs_with_real_plain_stores_and_is_counted() {
+    // Its loss needs a post to land while the plain store of ON=0 still sits in this
+    // core's store buffer, after the final harvest's loads have read PIR. The driver
+    // resumes the coroutine between two operations, and that takes longer than the
+    // buffer takes to drain, so this window is seldom or never hit here. Only the
+    // accounting is asserted: every interrupt is handled or found stranded.
+    let r = run("plain-clear-on");
+    assert_consistent(&r);
+    assert_eq!(r.handled + r.stranded_vectors, r.posts - r.merged, "{r:?}");
+    eprintln!(
+        "plain-clear-on on real atomics: {} rounds, {} posts, {} stranded rounds",
+        r.rounds, r.posts, r.stranded_rounds
     );
 }

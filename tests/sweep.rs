@@ -496,3 +496,21 @@ fn a_repeat_at_the_end_of_a_long_axis_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn an_input_named_twice_is_refused_however_it_is_spelled() {
+    let out = temp_dir("twice-out");
+    let d = temp_dir("twice");
+    std::fs::create_dir_all(&d).unwrap();
+    // The same folder, spelled two ways: compared after canonicalising.
+    let e = merge_dirs(&[d.clone(), d.join(".")], &out, false).unwrap_err();
+    assert!(e.to_string().contains("is given twice"), "{e}");
+    // Paths that do not exist cannot be canonicalised: compared as written.
+    let gone = d.join("no-such-shard");
+    let e = merge_dirs(&[gone.clone(), gone.clone()], &out, false).unwrap_err();
+    assert!(e.to_string().contains("is given twice"), "{e}");
+    // A missing points file named directly is not a shard folder: no shard hint.
+    let e = merge_dirs(&[d.join("points-0.jsonl")], &out, false).unwrap_err();
+    assert!(!e.to_string().contains("did that shard finish?"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}

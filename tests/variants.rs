@@ -2,6 +2,8 @@
 //! from a variant's name, and the experiments built on them behave as the mechanism
 //! says they must.
 
+mod common;
+
 use irqsim::experiments::{coalesce_loops, pir_variants};
 use irqsim::kernel::posted_msi::{handle_pending_pir_copy_then_xchg, mainline_skeleton};
 use irqsim::kernel::{CpuPort, HandlerFuture, LoopBound, PirHandler};
@@ -116,5 +118,40 @@ fn more_coalescing_loops_mean_fewer_notifications_at_saturation() {
     assert_eq!(
         out.rows.len(),
         coalesce_loops::MAX_LOOPS.len() * coalesce_loops::VARIANTS.len()
+    );
+}
+
+/// The plain-store variants run in the timed system too: one plain ON clear and, for
+/// the repair, one `mfence` per notification, each charged from the cost table.
+#[test]
+fn plain_store_variants_run_in_the_system_with_their_fence_priced() {
+    let run = |variant: &str, mfence_cycles: f64| {
+        let mut sc = common::dsa_scenario("posted", 2e6, 2, 200.0, 7);
+        sc.variant = variant.into();
+        sc.costs.cpu.mfence_cycles = mfence_cycles;
+        let r = irqsim::System::run_scenario(&sc).unwrap();
+        assert!(r.msis.balanced, "{variant}: {:?}", r.msis);
+        r
+    };
+    let plain = run("plain-clear-on", 33.0);
+    let c = &plain.cpu[0];
+    assert_eq!(c.fences, 0);
+    // One ON clear per notification (the last entry may still be running at the end).
+    assert!(
+        c.on_clears > 0 && c.interrupts_taken - c.on_clears <= 1,
+        "{c:?}"
+    );
+    let fenced = run("plain-clear-on-mfence", 33.0);
+    let slow = run("plain-clear-on-mfence", 1033.0);
+    let (f, s) = (&fenced.cpu[0], &slow.cpu[0]);
+    assert!(f.fences > 0 && f.interrupts_taken - f.fences <= 1, "{f:?}");
+    // At 2 GHz, 1000 more cycles per fence are 500 ns more of descriptor time each
+    // (the schedules differ once a fence is slower, so per fence of that run).
+    let per_fence = |c: &irqsim::report::CpuReport| c.pid_access_ns / c.fences as f64;
+    assert!(
+        per_fence(s) - per_fence(f) > 400.0,
+        "{} vs {}",
+        per_fence(s),
+        per_fence(f)
     );
 }

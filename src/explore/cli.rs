@@ -4,7 +4,7 @@
 //! irqsim explore --variant NAME [--posts N] [--entries N] [--sn-toggles N]
 //!                [--urg-posts N] [--preemption-bound N] [--max-loops N]
 //!                [--no-sn-recheck] [--vectors LIST|any-of:LIST] [--max-states N]
-//!                [--json]
+//!                [--memory-model sc|tso] [--json]
 //! ```
 //!
 //! Exit status: 0 when every invariant holds within the bounds, 1 when one fails (the
@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{
-    explore_variant, ExploreConfig, ExploreReport, ExploreResult, DEFAULT_ENTRIES,
+    explore_variant, ExploreConfig, ExploreReport, ExploreResult, MemoryModel, DEFAULT_ENTRIES,
     DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
 };
 use crate::kernel::DEFAULT_MAX_LOOPS;
@@ -27,7 +27,8 @@ use sim_core::Vector;
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct ExploreArgs {
     /// Handler variant: copy-then-xchg, rfc, interleaved, per-word-dispatch,
-    /// no-final-recheck, xchg-word0, kvm-clear-on-first.
+    /// no-final-recheck, xchg-word0, kvm-clear-on-first, plain-clear-on,
+    /// plain-clear-on-mfence.
     #[arg(long, value_name = "NAME")]
     pub variant: String,
     /// Non-urgent IOMMU posts, one atomic step each (vectors 0x21 0x61 0x21 0xa1 0x22
@@ -61,6 +62,11 @@ pub struct ExploreArgs {
     /// recheck prevents).
     #[arg(long)]
     pub no_sn_recheck: bool,
+    /// How the handler CPU's stores reach the descriptor: `sc` (sequential
+    /// consistency) or `tso` (x86-TSO: plain stores wait in a store buffer that
+    /// locked operations, mfence and IRET drain).
+    #[arg(long, value_name = "MODEL", default_value = "sc", value_parser = ["sc", "tso"])]
+    pub memory_model: String,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -76,6 +82,13 @@ impl ExploreArgs {
             .preemption_bound(self.preemption_bound)
             .max_states(self.max_states);
         c.sn_recheck = !self.no_sn_recheck;
+        c.memory_model = MemoryModel::from_name(&self.memory_model).ok_or_else(|| {
+            format!(
+                "--memory-model {:?}: expected one of {}",
+                self.memory_model,
+                MemoryModel::ALL.map(MemoryModel::name).join(", ")
+            )
+        })?;
         if let Some(text) = &self.vectors {
             let (any_of, list) = match text.strip_prefix("any-of:") {
                 Some(rest) => (true, rest),
@@ -312,6 +325,27 @@ mod tests {
         // a choice across words finds it.
         assert_eq!(states("xchg-word0", "any-of:0x21,0x22").0, 0);
         assert_eq!(states("xchg-word0", "any-of:0x21,0x61").0, 1);
+    }
+
+    #[test]
+    fn the_memory_model_flag_picks_sc_or_tso() {
+        let run_model = |variant: &str, model: &str| {
+            let mut argv = vec!["--variant", variant, "--memory-model", model, "--json"];
+            argv.extend(SMALL);
+            let (code, out, err) = run_str(&argv);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["config"]["memory_model"], model);
+            (code, err)
+        };
+        assert_eq!(parse(&["--variant", "rfc"]).memory_model, "sc");
+        assert_eq!(run_model("plain-clear-on", "sc").0, 0);
+        let (code, err) = run_model("plain-clear-on", "tso");
+        assert_eq!(code, 1);
+        assert!(err.contains("store-buffer"), "{err}");
+        assert_eq!(run_model("copy-then-xchg", "tso").0, 0);
+        let bad = Wrapper::try_parse_from(["explore", "--variant", "rfc", "--memory-model", "pso"]);
+        let err = bad.err().expect("pso is not a model").to_string();
+        assert!(err.contains("sc") && err.contains("tso"), "{err}");
     }
 
     #[test]

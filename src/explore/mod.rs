@@ -48,7 +48,7 @@ use sim_core::Vector;
 
 use crate::kernel::posted_msi::{variant_by_name, FIRST_EXTERNAL_VECTOR};
 use crate::kernel::{PirHandler, POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES};
-pub use model::{Invariant, Snapshot, Violation};
+pub use model::{Invariant, MemoryModel, Snapshot, Violation};
 pub use search::{DEFAULT_POST_VECTORS, DEFAULT_URG_VECTORS};
 
 /// Bounds and actors of one exploration.
@@ -83,6 +83,9 @@ pub struct ExploreConfig {
     pub max_handler_ops: u32,
     /// Most distinct states before the search gives up as incomplete.
     pub max_states: u64,
+    /// How the handler CPU's stores reach the descriptor: sequential consistency
+    /// (default) or x86-TSO with a store buffer (see [`model`]).
+    pub memory_model: MemoryModel,
 }
 
 fn hex_vectors<S: Serializer>(v: &[Vector], s: S) -> Result<S::Ok, S::Error> {
@@ -131,7 +134,14 @@ impl ExploreConfig {
             preemption_bound: None,
             max_handler_ops: DEFAULT_MAX_HANDLER_OPS,
             max_states: DEFAULT_MAX_STATES,
+            memory_model: MemoryModel::Sc,
         }
+    }
+
+    /// Sets the memory model.
+    pub fn memory_model(mut self, model: MemoryModel) -> ExploreConfig {
+        self.memory_model = model;
+        self
     }
 
     /// Sets `n` urgent posts using [`DEFAULT_URG_VECTORS`] in order.
@@ -408,7 +418,7 @@ impl fmt::Display for ExploreReport {
         writeln!(
             f,
             "  bounds: posts [{}], urgent posts [{}], {} entries, {} SN toggles{}, \
-             preemption bound {}",
+             preemption bound {}, memory model {}",
             if c.post_choices.is_empty() {
                 list(&c.posts)
             } else {
@@ -424,6 +434,7 @@ impl fmt::Display for ExploreReport {
             },
             c.preemption_bound
                 .map_or_else(|| "none".to_string(), |b| b.to_string()),
+            c.memory_model,
         )?;
         writeln!(
             f,

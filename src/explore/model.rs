@@ -24,6 +24,17 @@
 //!   clearing SN and sets ON, leaving the processing to the coming VM entry; here the
 //!   notification stands for that processing.
 //!
+//! # Memory model
+//! Under [`MemoryModel::Sc`] every handler access takes effect when it is performed.
+//! Under [`MemoryModel::Tso`] the handler's CPU has a FIFO store buffer, as x86 does:
+//! a plain store ([`CpuOp::StorePir`], [`CpuOp::StoreClearOn`]) enters it, a load reads
+//! the youngest buffered store to its word before the descriptor, and the buffer
+//! writes its oldest store to the descriptor as a step of its own
+//! ([`World::drain_one`]). Operations that [`CpuOp::drains_store_buffer`] (locked
+//! ones, `mfence`, the flow handler's spinlock) wait for it to be empty, and so does
+//! the handler's return (IRET is serializing). The IOMMU's post and the SN CPU's
+//! locked operations see only the descriptor, never the buffer.
+//!
 //! # What "lost" means
 //! Whenever no handler entry is running (after every step, and so at quiescence, when
 //! no actor can move any more), every vector that was posted must be handled or still
@@ -50,6 +61,7 @@ use sim_core::{Vector, VectorSet};
 
 use crate::engine::Step;
 use crate::kernel::{CpuOp, POSTED_MSI_NOTIFICATION_VECTOR};
+use pid_model::desc::CONTROL_WORD;
 
 /// The properties checked at every step and at quiescence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -122,6 +134,64 @@ impl fmt::Display for Violation {
     }
 }
 
+/// How the handling CPU's stores reach the descriptor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryModel {
+    /// Sequential consistency: every access takes effect when performed.
+    #[default]
+    Sc,
+    /// x86-TSO: plain stores wait in a FIFO store buffer (see the module docs).
+    Tso,
+}
+
+impl MemoryModel {
+    /// Both models, in the order the CLI lists them.
+    pub const ALL: [MemoryModel; 2] = [MemoryModel::Sc, MemoryModel::Tso];
+
+    /// Stable name, as the CLI takes it and reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryModel::Sc => "sc",
+            MemoryModel::Tso => "tso",
+        }
+    }
+
+    /// The model called `name`, if any.
+    pub fn from_name(name: &str) -> Option<MemoryModel> {
+        MemoryModel::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+impl fmt::Display for MemoryModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A plain store of the handler's CPU that has not reached the descriptor yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufferedStore {
+    /// PIR word `word` is to become `value`.
+    Pir {
+        /// Which of the four PIR words.
+        word: usize,
+        /// The value stored.
+        value: u64,
+    },
+    /// ON is to be cleared.
+    ClearOn,
+}
+
+impl fmt::Display for BufferedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BufferedStore::Pir { word, value } => write!(f, "PIR[{word}] <- {value:#x}"),
+            BufferedStore::ClearOn => f.write_str("ON=0"),
+        }
+    }
+}
+
 /// Posts and handler calls of one vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VectorCount {
@@ -148,6 +218,8 @@ pub struct Run {
     pub pending: CpuOp,
     /// EOIs written in this entry.
     pub eois: u8,
+    /// The handler has returned and its IRET waits for the store buffer to drain.
+    pub returned: bool,
 }
 
 /// What one step did, for traces.
@@ -178,6 +250,10 @@ pub struct World {
     pub notifications: u32,
     /// SN clears whose recheck of PIR has not happened yet.
     pub rechecks_due: u32,
+    /// How the handler's stores reach the descriptor.
+    pub memory_model: MemoryModel,
+    /// The handler CPU's store buffer, oldest first (always empty under SC).
+    pub store_buffer: Vec<BufferedStore>,
 }
 
 impl Default for World {
@@ -200,6 +276,8 @@ pub struct Snapshot {
     pub irr: bool,
     /// The notification vector is in service.
     pub isr: bool,
+    /// Stores in the handler CPU's store buffer (x86-TSO only).
+    pub buffered: u8,
 }
 
 fn hex_words<S: serde::Serializer>(w: &[u64; 4], s: S) -> Result<S::Ok, S::Error> {
@@ -207,8 +285,14 @@ fn hex_words<S: serde::Serializer>(w: &[u64; 4], s: S) -> Result<S::Ok, S::Error
 }
 
 impl World {
-    /// Empty PIR, ON = SN = 0, nothing pending, no handler running.
+    /// Empty PIR, ON = SN = 0, nothing pending, no handler running, sequential
+    /// consistency.
     pub fn new() -> World {
+        World::with_memory_model(MemoryModel::Sc)
+    }
+
+    /// [`World::new`] under `memory_model`.
+    pub fn with_memory_model(memory_model: MemoryModel) -> World {
         World {
             desc: PiDesc::new(POSTED_MSI_NOTIFICATION_VECTOR, 0),
             in_flight: 0,
@@ -219,6 +303,8 @@ impl World {
             ledger: Vec::new(),
             notifications: 0,
             rechecks_due: 0,
+            memory_model,
+            store_buffer: Vec::new(),
         }
     }
 
@@ -230,6 +316,7 @@ impl World {
             sn: self.desc.sn(),
             irr: self.irr,
             isr: self.isr,
+            buffered: self.store_buffer.len().min(u8::MAX as usize) as u8,
         }
     }
 
@@ -417,11 +504,92 @@ impl World {
             results: Vec::new(),
             pending: CpuOp::Eoi, // replaced by handler_next before anyone reads it
             eois: 0,
+            returned: false,
         });
         StepNote(format!(
             "deliver notification {}: IRR->ISR, handler entry {}",
             POSTED_MSI_NOTIFICATION_VECTOR, self.entries
         ))
+    }
+
+    /// Whether the running handler can perform the operation it is suspended on now:
+    /// under TSO a draining operation waits for an empty store buffer, and a returned
+    /// entry has nothing left to perform.
+    pub fn handler_can_step(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| {
+            !r.returned && (self.store_buffer.is_empty() || !r.pending.drains_store_buffer())
+        })
+    }
+
+    /// A plain store: performed at once under SC, buffered under TSO.
+    fn store(&mut self, store: BufferedStore) -> (u64, String) {
+        match self.memory_model {
+            MemoryModel::Sc => {
+                self.write_store(store);
+                (0, format!("store {store}"))
+            }
+            MemoryModel::Tso => {
+                self.store_buffer.push(store);
+                (0, format!("store {store} (into the store buffer)"))
+            }
+        }
+    }
+
+    fn write_store(&mut self, store: BufferedStore) {
+        match store {
+            BufferedStore::Pir { word, value } => self.desc.set_pir_word(word, value),
+            BufferedStore::ClearOn => {
+                let control = self.desc.control();
+                self.desc.set_word(
+                    CONTROL_WORD,
+                    control & !(1 << (pid_model::desc::ON_BIT % 64)),
+                );
+            }
+        }
+    }
+
+    /// The oldest buffered store reaches the descriptor.
+    fn drain_store(&mut self, checks: &mut u64) -> Result<StepNote, Violation> {
+        let before = self.desc;
+        let store = self.store_buffer.remove(0);
+        self.write_store(store);
+        self.check_pir_source(&before, 0, 0, checks)?;
+        Ok(StepNote(format!(
+            "store buffer drains {store} to the descriptor"
+        )))
+    }
+
+    /// One step of the handler CPU's store buffer: its oldest store reaches the
+    /// descriptor, and if that empties the buffer of an entry that has returned, the
+    /// entry ends (its IRET was waiting).
+    ///
+    /// # Panics
+    /// If the buffer is empty.
+    pub fn drain_one(&mut self, checks: &mut u64) -> Result<Vec<StepNote>, Violation> {
+        assert!(
+            !self.store_buffer.is_empty(),
+            "drain of an empty store buffer"
+        );
+        let mut notes = vec![self.drain_store(checks)?];
+        if self.store_buffer.is_empty() && self.run.as_ref().is_some_and(|r| r.returned) {
+            notes.push(self.end_entry(checks)?);
+        }
+        Ok(notes)
+    }
+
+    fn end_entry(&mut self, checks: &mut u64) -> Result<StepNote, Violation> {
+        let run = self
+            .run
+            .take()
+            .expect("handler returned with no entry running");
+        *checks += 2;
+        if run.eois != 1 {
+            return Err(Violation::new(
+                Invariant::EoiMatchesEntry,
+                format!("handler entry returned after {} EOIs, not 1", run.eois),
+            ));
+        }
+        Ok(StepNote("handler returns (irq_exit)".into()))
     }
 
     fn run_mut(&mut self) -> &mut Run {
@@ -437,12 +605,25 @@ impl World {
         op: CpuOp,
         checks: &mut u64,
     ) -> Result<(u64, StepNote), Violation> {
-        let before = self.desc;
         let bad_word = |word: usize| {
             Violation::new(
                 Invariant::HandlerContract,
                 format!("{op:?}: PIR word {word} does not exist (0..4)"),
             )
+        };
+        if op.drains_store_buffer() {
+            // Drivers wait for the buffer first (see `handler_can_step`); one that
+            // does not still gets x86's meaning: the buffer drains, then the op.
+            while !self.store_buffer.is_empty() {
+                self.drain_store(checks)?;
+            }
+        }
+        let before = self.desc;
+        let buffered = |s: &Self, w: usize| {
+            s.store_buffer.iter().rev().find_map(|b| match *b {
+                BufferedStore::Pir { word, value } if word == w => Some(value),
+                _ => None,
+            })
         };
         let (result, note) = match op {
             CpuOp::LoadPir { word } => {
@@ -450,9 +631,23 @@ impl World {
                 if word >= 4 {
                     return Err(bad_word(word));
                 }
-                let v = self.desc.pir_word(word);
-                (v, format!("load PIR[{word}] -> {v:#x}"))
+                match buffered(self, word) {
+                    Some(v) => (v, format!("load PIR[{word}] -> {v:#x} (own store buffer)")),
+                    None => {
+                        let v = self.desc.pir_word(word);
+                        (v, format!("load PIR[{word}] -> {v:#x}"))
+                    }
+                }
             }
+            CpuOp::StorePir { word, value } => {
+                *checks += 1;
+                if word >= 4 {
+                    return Err(bad_word(word));
+                }
+                self.store(BufferedStore::Pir { word, value })
+            }
+            CpuOp::StoreClearOn => self.store(BufferedStore::ClearOn),
+            CpuOp::Mfence => (0, "mfence".to_string()),
             CpuOp::XchgPir { word, value } => {
                 *checks += 1;
                 if word >= 4 {
@@ -537,20 +732,14 @@ impl World {
                 }
                 Ok(None)
             }
-            Step::Done => {
-                let run = self
-                    .run
-                    .take()
-                    .expect("handler returned with no entry running");
-                *checks += 2;
-                if run.eois != 1 {
-                    return Err(Violation::new(
-                        Invariant::EoiMatchesEntry,
-                        format!("handler entry returned after {} EOIs, not 1", run.eois),
-                    ));
-                }
-                Ok(Some(StepNote("handler returns (irq_exit)".into())))
+            Step::Done if !self.store_buffer.is_empty() => {
+                self.run_mut().returned = true;
+                Ok(Some(StepNote(format!(
+                    "handler returns; IRET waits for {} buffered store(s)",
+                    self.store_buffer.len()
+                ))))
             }
+            Step::Done => self.end_entry(checks).map(Some),
         }
     }
 
@@ -637,7 +826,11 @@ impl fmt::Display for Snapshot {
             self.sn as u8,
             self.irr as u8,
             self.isr as u8
-        )
+        )?;
+        if self.buffered > 0 {
+            write!(f, " | buffered stores={}", self.buffered)?;
+        }
+        Ok(())
     }
 }
 
@@ -736,6 +929,92 @@ mod tests {
         w.handler_op(CpuOp::Eoi, &mut checks).unwrap();
         let err = w.handler_op(CpuOp::Eoi, &mut checks).unwrap_err();
         assert_eq!(err.invariant, Invariant::EoiMatchesEntry);
+    }
+
+    /// A world with a handler entry running on vector 0x21's notification.
+    fn running(model: MemoryModel) -> World {
+        let mut w = World::with_memory_model(model);
+        w.post(V21, false, &mut 0).unwrap();
+        w.notification_arrives();
+        w.deliver();
+        w
+    }
+
+    #[test]
+    fn under_tso_a_plain_store_waits_in_the_buffer_and_loads_see_their_own() {
+        let mut w = running(MemoryModel::Tso);
+        let mut checks = 0;
+        w.handler_op(CpuOp::StorePir { word: 0, value: 0 }, &mut checks)
+            .unwrap();
+        w.handler_op(CpuOp::StoreClearOn, &mut checks).unwrap();
+        // Memory still holds the post and ON; the CPU's own load sees its store.
+        assert!(w.desc.on() && w.desc.pir().contains(V21));
+        let (v, note) = w
+            .handler_op(CpuOp::LoadPir { word: 0 }, &mut checks)
+            .unwrap();
+        assert_eq!(v, 0, "{}", note.0);
+        assert!(note.0.contains("own store buffer"), "{}", note.0);
+        assert_eq!(w.snapshot().buffered, 2);
+        // The IOMMU sees memory: ON still set, so a post coalesces.
+        let (sent, _) = w.post(Vector(0x22), false, &mut checks).unwrap();
+        assert!(!sent);
+        // Oldest first: PIR word 0 (which also wipes 0x22, a plain store's hazard),
+        // then ON.
+        w.handler_next(Step::Request(CpuOp::Eoi), 100, &mut checks)
+            .unwrap();
+        w.drain_one(&mut checks).unwrap();
+        assert!(w.desc.on() && w.desc.pir().is_empty());
+        w.drain_one(&mut checks).unwrap();
+        assert!(!w.desc.on() && w.store_buffer.is_empty());
+    }
+
+    #[test]
+    fn under_sc_the_same_stores_take_effect_at_once() {
+        let mut w = running(MemoryModel::Sc);
+        w.handler_op(CpuOp::StoreClearOn, &mut 0).unwrap();
+        assert!(!w.desc.on() && w.store_buffer.is_empty());
+        let (sent, _) = w.post(Vector(0x61), false, &mut 0).unwrap();
+        assert!(sent, "ON was clear in memory: the post notifies");
+    }
+
+    #[test]
+    fn draining_operations_and_the_return_wait_for_an_empty_buffer() {
+        let mut w = running(MemoryModel::Tso);
+        let mut checks = 0;
+        w.handler_op(CpuOp::StoreClearOn, &mut checks).unwrap();
+        for (op, waits) in [
+            (CpuOp::LoadPir { word: 1 }, false),
+            (CpuOp::Eoi, false),
+            (CpuOp::StorePir { word: 1, value: 0 }, false),
+            (CpuOp::XchgPir { word: 0, value: 0 }, true),
+            (CpuOp::ClearOn, true),
+            (CpuOp::TestAndClearOn, true),
+            (CpuOp::Mfence, true),
+            (CpuOp::HandleVector(V21), true),
+        ] {
+            w.handler_next(Step::Request(op), 100, &mut checks).unwrap();
+            assert_eq!(w.handler_can_step(), !waits, "{op:?}");
+        }
+        w.handler_op(CpuOp::Eoi, &mut checks).unwrap();
+        // The handler returns; the entry ends only when the buffer has drained.
+        let note = w.handler_next(Step::Done, 100, &mut checks).unwrap();
+        assert!(note.unwrap().0.contains("IRET waits"));
+        assert!(w.run.is_some() && !w.handler_can_step());
+        let notes = w.drain_one(&mut checks).unwrap();
+        assert!(w.run.is_none(), "{notes:?}");
+        assert!(notes.last().unwrap().0.contains("irq_exit"));
+    }
+
+    #[test]
+    fn a_draining_operation_performed_early_drains_first() {
+        // A driver that does not wait still gets x86's order: buffer, then the op.
+        let mut w = running(MemoryModel::Tso);
+        w.handler_op(CpuOp::StoreClearOn, &mut 0).unwrap();
+        let (old, _) = w
+            .handler_op(CpuOp::XchgPir { word: 0, value: 0 }, &mut 0)
+            .unwrap();
+        assert_eq!(old, V21.bit());
+        assert!(!w.desc.on() && w.store_buffer.is_empty());
     }
 
     #[test]

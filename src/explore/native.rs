@@ -22,17 +22,24 @@
 //! compare-and-swap loop on the control word); the explorer covers SN and URG.
 //!
 //! # Memory ordering
-//! Every operation is `SeqCst`. The protocol is a store-buffering pattern: the handler
-//! clears ON and then reads PIR; a poster sets PIR and then reads ON (in its
-//! test-and-set). Neither may read the old value, which needs a full fence between
-//! each side's write and its read. On x86 the locked instructions (`xchg`, `lock and`,
-//! `lock or`) are full fences and a `SeqCst` load is a plain `mov`, which is what the
-//! kernel's code compiles to.
+//! Every locked operation and load is `SeqCst`. The protocol is a store-buffering
+//! pattern: the handler clears ON and then reads PIR; a poster sets PIR and then reads
+//! ON (in its test-and-set). Neither may read the old value, which needs a full fence
+//! between each side's write and its read. On x86 the locked instructions (`xchg`,
+//! `lock and`, `lock or`) are full fences and a `SeqCst` load is a plain `mov`, which
+//! is what the kernel's code compiles to.
+//!
+//! The plain operations ([`CpuOp::StorePir`], [`CpuOp::StoreClearOn`]) are `Release`
+//! stores, a plain `mov` on x86, which waits in the store buffer while later loads go
+//! ahead; [`CpuOp::Mfence`] is a `SeqCst` fence (`mfence`). So a variant that clears ON
+//! with a plain store and then reads PIR runs here with the reordering x86 really
+//! does, and can lose a post that lands in between.
 //!
 //! A pass is evidence, not proof: threads hit the race windows by volume, at whatever
 //! timing the host gives. The explorer is the proof within its bounds.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -117,6 +124,21 @@ impl AtomicPid {
             CpuOp::TestAndClearOn => {
                 let old = self.words[CONTROL_WORD].fetch_and(!ON_MASK, SeqCst);
                 u64::from(old & ON_MASK != 0)
+            }
+            CpuOp::StorePir { word, value } => {
+                self.words[pir_index(word)].store(value, Release);
+                0
+            }
+            CpuOp::StoreClearOn => {
+                // A plain read and write back, not a locked `and`: a post between the
+                // two has its ON overwritten, as a byte store would.
+                let control = self.words[CONTROL_WORD].load(Relaxed);
+                self.words[CONTROL_WORD].store(control & !ON_MASK, Release);
+                0
+            }
+            CpuOp::Mfence => {
+                fence(SeqCst);
+                0
             }
             CpuOp::HandleVector(_) | CpuOp::Eoi => 0,
         }

@@ -39,6 +39,8 @@ enum Actor {
     SnCpu,
     /// The APIC delivers the pending notification and the handler starts.
     Apic,
+    /// The handler CPU's store buffer writes its oldest store (x86-TSO).
+    StoreBuffer,
 }
 
 impl Actor {
@@ -49,6 +51,7 @@ impl Actor {
             Actor::IommuUrg => "iommu-urg",
             Actor::SnCpu => "sn-cpu",
             Actor::Apic => "apic",
+            Actor::StoreBuffer => "store-buffer",
         }
     }
 }
@@ -153,8 +156,11 @@ impl Explorer<'_> {
     fn enabled(&self, s: &State) -> Vec<Actor> {
         let w = &s.world;
         let mut out = Vec::with_capacity(5);
-        if w.run.is_some() {
+        if w.handler_can_step() {
             out.push(Actor::Handler);
+        }
+        if !w.store_buffer.is_empty() {
+            out.push(Actor::StoreBuffer);
         }
         if (s.next_post as usize) < self.config.posts.len() {
             let choices = self.config.post_choices.len().max(1);
@@ -177,7 +183,13 @@ impl Explorer<'_> {
         let mut n = s.clone();
         let mut notes = Vec::new();
         let r = self.step(&mut n, actor, &mut notes);
-        n.last_was_handler = actor == Actor::Handler;
+        // The store buffer is the handler CPU's own hardware: draining it neither
+        // preempts the handler nor resumes it.
+        n.last_was_handler = match actor {
+            Actor::Handler => true,
+            Actor::StoreBuffer => s.last_was_handler,
+            _ => false,
+        };
         Applied {
             state: n,
             notes,
@@ -241,6 +253,7 @@ impl Explorer<'_> {
                     }
                 }
             }
+            Actor::StoreBuffer => notes.extend(n.world.drain_one(checks)?),
             Actor::Apic => {
                 notes.push(n.world.deliver());
                 let step = start_handler(self.handler);
@@ -271,7 +284,7 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
         checks: 0,
     };
     let initial = State {
-        world: World::new(),
+        world: World::with_memory_model(config.memory_model),
         next_post: 0,
         next_urg: 0,
         sn_step: 0,
@@ -295,8 +308,9 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
     'search: while let Some((id, preemptions, depth, state)) = frontier.pop_front() {
         max_depth = max_depth.max(depth);
         for actor in ex.enabled(&state) {
-            let preempts =
-                state.last_was_handler && actor != Actor::Handler && state.world.run.is_some();
+            let preempts = state.last_was_handler
+                && !matches!(actor, Actor::Handler | Actor::StoreBuffer)
+                && state.world.run.is_some();
             let p = preemptions + u32::from(preempts);
             if config.preemption_bound.is_some_and(|b| p > b) {
                 continue;
@@ -418,6 +432,9 @@ fn op_text(op: CpuOp) -> String {
         CpuOp::TestAndClearOn => "test-and-clear ON".into(),
         CpuOp::HandleVector(v) => format!("handle vector {v}"),
         CpuOp::Eoi => "EOI".into(),
+        CpuOp::StorePir { word, value } => format!("store PIR[{word}] <- {value:#x}"),
+        CpuOp::StoreClearOn => "store ON=0".into(),
+        CpuOp::Mfence => "mfence".into(),
     }
 }
 

@@ -35,6 +35,46 @@ pub enum CpuOp {
     HandleVector(Vector),
     /// One write to the x2APIC EOI register.
     Eoi,
+    /// Plain (unlocked) 64-bit store of `value` to PIR word `word`: `WRITE_ONCE`. On
+    /// x86 it enters the CPU's store buffer and other agents see it only once it
+    /// drains.
+    StorePir {
+        /// Which of the four PIR words.
+        word: PirWord,
+        /// The value stored.
+        value: u64,
+    },
+    /// Clearing ON with a plain store instead of a locked `btr`: the ON bit is
+    /// written and nothing else (the model does not take up that a real byte store
+    /// would also write SN, which shares ON's byte). Buffered like any plain store.
+    StoreClearOn,
+    /// `mfence`: waits until the store buffer has drained.
+    Mfence,
+}
+
+impl CpuOp {
+    /// Whether x86-TSO makes this operation wait until the CPU's store buffer has
+    /// drained (SDM Vol. 3A, "Memory Ordering in P6 and More Recent Processor
+    /// Families": loads may pass earlier stores to other locations, locked
+    /// instructions and `mfence` may not).
+    ///
+    /// `HandleVector` counts as draining: Linux's flow handler (`handle_edge_irq`)
+    /// takes the descriptor's raw spinlock, a locked compare-and-exchange, before the
+    /// device handler runs. `Eoi` does not: a WRMSR to the x2APIC EOI register is not
+    /// serializing (SDM Vol. 3A, "MSR Access in x2APIC Mode": WRMSR to the APIC
+    /// registers has relaxed serializing semantics).
+    pub fn drains_store_buffer(self) -> bool {
+        match self {
+            CpuOp::XchgPir { .. }
+            | CpuOp::ClearOn
+            | CpuOp::TestAndClearOn
+            | CpuOp::HandleVector(_)
+            | CpuOp::Mfence => true,
+            CpuOp::LoadPir { .. } | CpuOp::Eoi | CpuOp::StorePir { .. } | CpuOp::StoreClearOn => {
+                false
+            }
+        }
+    }
 }
 
 /// The algorithm's handle on the CPU it runs on.
@@ -80,5 +120,21 @@ impl CpuPort {
     /// `apic_eoi()`.
     pub async fn eoi(&self) {
         self.op(CpuOp::Eoi).await;
+    }
+
+    /// `WRITE_ONCE(pir[word], value)`: a plain store, which x86 may hold in the store
+    /// buffer past later loads.
+    pub async fn store_pir(&self, word: PirWord, value: u64) {
+        self.op(CpuOp::StorePir { word, value }).await;
+    }
+
+    /// ON cleared with a plain store, not `pi_clear_on`'s locked `btr`.
+    pub async fn store_clear_on(&self) {
+        self.op(CpuOp::StoreClearOn).await;
+    }
+
+    /// `mb()` on x86: `mfence`.
+    pub async fn mfence(&self) {
+        self.op(CpuOp::Mfence).await;
     }
 }

@@ -169,7 +169,8 @@ impl PirHandler for CopyThenXchg {
 }
 
 /// Names accepted wherever a variant is chosen by name. `no-final-recheck` and
-/// `xchg-word0` are broken on purpose.
+/// `xchg-word0` are broken on purpose; `plain-clear-on` is broken on purpose under
+/// x86-TSO only.
 pub const VARIANT_NAMES: &[&str] = &[
     "copy-then-xchg",
     "rfc",
@@ -178,6 +179,8 @@ pub const VARIANT_NAMES: &[&str] = &[
     "no-final-recheck",
     "xchg-word0",
     "kvm-clear-on-first",
+    "plain-clear-on",
+    "plain-clear-on-mfence",
 ];
 
 /// Builds a built-in variant by name, or `None` if the name is unknown.
@@ -192,6 +195,14 @@ pub fn variant_by_name(name: &str, max_loops: u32) -> Option<Box<dyn PirHandler>
         "no-final-recheck" => Box::new(NoFinalRecheck { loops }),
         "xchg-word0" => Box::new(XchgWord0 { loops }),
         "kvm-clear-on-first" => Box::new(KvmClearOnFirst),
+        "plain-clear-on" => Box::new(PlainClearOn {
+            loops,
+            mfence: false,
+        }),
+        "plain-clear-on-mfence" => Box::new(PlainClearOn {
+            loops,
+            mfence: true,
+        }),
         _ => return None,
     })
 }

@@ -39,7 +39,15 @@ pub fn run_uncontended(handler: &dyn PirHandler, mut pir: [u64; 4]) -> Uncontend
                 handled.push(v.0);
                 0
             }
-            CpuOp::Eoi => 0,
+            CpuOp::StorePir { word, value } => {
+                pir[word] = value;
+                0
+            }
+            CpuOp::StoreClearOn => {
+                on = false;
+                0
+            }
+            CpuOp::Eoi | CpuOp::Mfence => 0,
         });
     }
     UncontendedRun {

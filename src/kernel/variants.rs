@@ -195,6 +195,50 @@ impl PirHandler for NoFinalRecheck {
     }
 }
 
+/// `plain-clear-on`: BROKEN ON PURPOSE, but only where stores are buffered. Mainline
+/// with ON cleared by a plain store instead of `pi_clear_on`'s locked `btr`. Under
+/// sequential consistency it is mainline. On x86 the store waits in the store buffer
+/// while the final harvest's plain loads read PIR. A post can land in that window: it
+/// finds ON still set in memory, so it does not notify. The buffered clear then lands,
+/// and the vector sits in PIR with ON clear and no notification to come.
+#[derive(Clone, Copy, Debug)]
+pub struct PlainClearOn {
+    /// How many harvest rounds before clearing ON.
+    pub loops: LoopBound,
+    /// Whether an `mfence` follows the plain store (the repair: the final harvest's
+    /// loads cannot pass it).
+    pub mfence: bool,
+}
+
+impl PirHandler for PlainClearOn {
+    fn name(&self) -> &str {
+        if self.mfence {
+            "plain-clear-on-mfence"
+        } else {
+            "plain-clear-on"
+        }
+    }
+
+    fn is_broken(&self) -> bool {
+        !self.mfence
+    }
+
+    fn run(&self, cpu: CpuPort) -> HandlerFuture {
+        let (loops, mfence) = (self.loops, self.mfence);
+        Box::pin(async move {
+            let harvest =
+                |cpu: CpuPort| async move { handle_pending_pir_copy_then_xchg(&cpu).await };
+            coalescing_loop(&cpu, loops, &harvest).await;
+            cpu.store_clear_on().await;
+            if mfence {
+                cpu.mfence().await;
+            }
+            harvest(cpu.clone()).await;
+            cpu.eoi().await;
+        })
+    }
+}
+
 /// `xchg-word0`: BROKEN ON PURPOSE, a bug an early draft had. The exchange always
 /// targets word 0 instead of word i: bits in words 1-3 are dispatched from a stale
 /// copy of word 0 and never cleared, and word 0 is emptied without being dispatched.

@@ -130,7 +130,8 @@ pub struct CpuReport {
     pub irq_exit_ns: f64,
     /// Device handler bodies plus the generic IRQ flow around each, in ns.
     pub handlers_ns: f64,
-    /// Loads and locked operations on the descriptor line, priced by its MESI state, in ns.
+    /// Loads, stores and locked operations on the descriptor line, priced by its MESI
+    /// state, and `mfence`s, in ns.
     pub pid_access_ns: f64,
     /// EOI writes to the x2APIC (WRMSR), in ns.
     pub eoi_ns: f64,
@@ -155,10 +156,14 @@ pub struct CpuReport {
     pub pir_loads: u64,
     /// Locked exchanges of PIR words.
     pub pir_xchgs: u64,
-    /// Locked clears (or test-and-clears) of ON.
+    /// Clears (or test-and-clears) of ON, locked or plain.
     pub on_clears: u64,
     /// EOI writes.
     pub eois: u64,
+    /// Plain stores to PIR words.
+    pub pir_stores: u64,
+    /// `mfence`s (charged `costs.cpu.mfence_cycles` each, in `pid_access_ns`).
+    pub fences: u64,
     /// Accesses of this CPU to its own descriptor line that missed its L1.
     pub pid_l1_misses: u64,
     /// MSIs pending at this CPU by vector (`0x21` -> count: in PIR, harvested, in IRR

@@ -195,6 +195,10 @@ pub struct CpuCosts {
     /// (Intel 64 and IA-32 Architectures Optimization Reference Manual, Skylake
     /// microarchitecture: "12 fill buffers", up from 10).
     pub fill_buffers: u32,
+    /// `mfence` with an empty store buffer (the engine charges a plain store its
+    /// ownership cost when issued, so nothing is left to drain). Cycles. Source:
+    /// Agner Fog, "Instruction tables" (Skylake: MFENCE reciprocal throughput 33).
+    pub mfence_cycles: f64,
 }
 
 impl Default for CpuCosts {
@@ -205,6 +209,7 @@ impl Default for CpuCosts {
             irq_exit_cycles: 400.0,
             irq_flow_cycles: 150.0,
             fill_buffers: 12,
+            mfence_cycles: 33.0,
         }
     }
 }
@@ -229,6 +234,7 @@ impl CpuCosts {
             ("irq_entry_cycles", self.irq_entry_cycles),
             ("irq_exit_cycles", self.irq_exit_cycles),
             ("irq_flow_cycles", self.irq_flow_cycles),
+            ("mfence_cycles", self.mfence_cycles),
         ] {
             check_non_negative(&format!("costs.cpu.{name}"), v)?;
         }

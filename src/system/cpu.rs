@@ -316,10 +316,14 @@ pub struct CpuOpCounts {
     pub pir_loads: u64,
     /// Locked exchanges of PIR words.
     pub pir_xchgs: u64,
-    /// Locked clears and test-and-clears of ON.
+    /// Clears and test-and-clears of ON, locked or plain.
     pub on_clears: u64,
     /// EOI writes.
     pub eois: u64,
+    /// Plain stores to PIR words.
+    pub pir_stores: u64,
+    /// `mfence`s.
+    pub fences: u64,
 }
 
 impl CpuOpCounts {
@@ -328,8 +332,10 @@ impl CpuOpCounts {
         match op {
             CpuOp::LoadPir { .. } => self.pir_loads += 1,
             CpuOp::XchgPir { .. } => self.pir_xchgs += 1,
-            CpuOp::ClearOn | CpuOp::TestAndClearOn => self.on_clears += 1,
+            CpuOp::ClearOn | CpuOp::TestAndClearOn | CpuOp::StoreClearOn => self.on_clears += 1,
             CpuOp::Eoi => self.eois += 1,
+            CpuOp::StorePir { .. } => self.pir_stores += 1,
+            CpuOp::Mfence => self.fences += 1,
             CpuOp::HandleVector(_) => {}
         }
     }

@@ -46,7 +46,7 @@ use iommu_sim::vtd::{
     msi::encode_remappable, DeliveryMode as IrteDeliveryMode, FaultReason, InterruptMessageFabric,
     InterruptRemapper, Irte, PostedIrte, RemapConfig, RemapPipeline, RemappedIrte, SourceCheck,
 };
-use pid_model::desc::ON_BIT;
+use pid_model::desc::{CONTROL_WORD, ON_BIT};
 use pid_model::{Agent, LineOp, PiDesc, PidLine};
 use sim_core::{ApicId, Duration, Freq, SimTime, Vector};
 
@@ -103,14 +103,20 @@ fn make_irte(
     })
 }
 
-/// The descriptor-line access a CPU operation makes, if any.
-fn line_op_of(op: CpuOp) -> Option<LineOp> {
+/// The descriptor-line access a CPU operation makes, if any, on a line whose control
+/// word is `control` now (a plain store that clears ON writes the rest back as found).
+fn line_op_of(op: CpuOp, control: u64) -> Option<LineOp> {
     match op {
         CpuOp::LoadPir { word } => Some(LineOp::Load { word }),
         CpuOp::XchgPir { word, value } => Some(LineOp::Xchg { word, value }),
         CpuOp::ClearOn => Some(LineOp::LockedBitClear { bit: ON_BIT }),
         CpuOp::TestAndClearOn => Some(LineOp::LockedTestAndClear { bit: ON_BIT }),
-        CpuOp::HandleVector(_) | CpuOp::Eoi => None,
+        CpuOp::StorePir { word, value } => Some(LineOp::Store { word, value }),
+        CpuOp::StoreClearOn => Some(LineOp::Store {
+            word: CONTROL_WORD,
+            value: control & !(1 << (ON_BIT % 64)),
+        }),
+        CpuOp::HandleVector(_) | CpuOp::Eoi | CpuOp::Mfence => None,
     }
 }
 
@@ -912,15 +918,27 @@ impl System {
 
     /// Applies the effect of an operation at its completion time and returns its result.
     fn complete_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> u64 {
-        if let Some(line_op) = line_op_of(op) {
+        let control = self.cpus[cpu as usize].pid.desc().control();
+        if let Some(line_op) = line_op_of(op, control) {
             let before = if self.observing() {
                 self.line_snapshot(cpu)
             } else {
                 Vec::new()
             };
             let c = &mut self.cpus[cpu as usize];
+            let stored_over = match op {
+                CpuOp::StorePir { word, .. } => c.pid.desc().pir_word(word),
+                _ => 0,
+            };
             let result = c.pid.perform(c.agent, line_op);
             let value = match op {
+                CpuOp::StorePir { word, value } => {
+                    // Bits a plain store clears have left PIR as surely as an
+                    // exchange's: whatever handles them now is the variant's business.
+                    self.ledger
+                        .harvested_word(cpu as usize, word, stored_over & !value);
+                    0
+                }
                 CpuOp::LoadPir { .. } => result.word().expect("a load yields a word"),
                 CpuOp::XchgPir { word, .. } => {
                     let old = result.word().expect("an exchange yields the old word");
@@ -1001,7 +1019,7 @@ impl System {
     /// Charges an operation at issue and does what happens at its start.
     fn start_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> Duration {
         let c = cpu as usize;
-        if let Some(line_op) = line_op_of(op) {
+        if let Some(line_op) = line_op_of(op, self.cpus[c].pid.desc().control()) {
             let cpu_ref = &mut self.cpus[c];
             // A miss waits while the line is in flight to another agent (an IOMMU
             // post holding it, another CPU's transfer); a hit does not touch it.
@@ -1056,6 +1074,12 @@ impl System {
                 };
                 self.cpus[c].time.eoi += cost;
                 self.emit_cpu_span(cpu, now, cost, CpuActivity::Eoi);
+                cost
+            }
+            CpuOp::Mfence => {
+                let cost = self.freq.cycles_f64(self.costs.cpu.mfence_cycles);
+                self.cpus[c].time.pid_access += cost;
+                self.emit_cpu_span(cpu, now, cost, CpuActivity::PidAccess { op });
                 cost
             }
             _ => unreachable!("line operations returned above"),
@@ -1144,6 +1168,8 @@ impl System {
                 pir_xchgs: c.ops.pir_xchgs,
                 on_clears: c.ops.on_clears,
                 eois: c.ops.eois,
+                pir_stores: c.ops.pir_stores,
+                fences: c.ops.fences,
                 pid_l1_misses: c.pid.counters(c.agent).l1_misses,
                 pending_by_vector: self
                     .ledger

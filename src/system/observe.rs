@@ -71,6 +71,9 @@ impl CpuActivity {
                 CpuOp::TestAndClearOn => "test-and-clear ON".into(),
                 CpuOp::HandleVector(v) => format!("handler {v}"),
                 CpuOp::Eoi => "EOI".into(),
+                CpuOp::StorePir { word, .. } => format!("store PIR[{word}]"),
+                CpuOp::StoreClearOn => "store ON=0".into(),
+                CpuOp::Mfence => "mfence".into(),
             },
             CpuActivity::Eoi => "EOI".into(),
             CpuActivity::Deferred { work } => match work {
