@@ -4,7 +4,7 @@
 //! irqsim explore --variant NAME [--posts N] [--entries N] [--sn-toggles N]
 //!                [--urg-posts N] [--preemption-bound N] [--max-loops N]
 //!                [--no-sn-recheck] [--vectors LIST|any-of:LIST] [--max-states N]
-//!                [--memory-model sc|tso] [--json]
+//!                [--memory-model sc|tso] [--trace FILE] [--json]
 //! ```
 //!
 //! Exit status: 0 when every invariant holds within the bounds, 1 when one fails (the
@@ -67,6 +67,11 @@ pub struct ExploreArgs {
     /// locked operations, mfence and IRET drain).
     #[arg(long, value_name = "MODEL", default_value = "sc", value_parser = ["sc", "tso"])]
     pub memory_model: String,
+    /// Also write a counterexample as a Chrome trace-event file (Perfetto): a track per
+    /// actor, a slice per step, the descriptor's bits as counters. Nothing is written
+    /// when every invariant holds.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -163,6 +168,25 @@ pub fn run(args: &ExploreArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             let _ = writeln!(err, "error: cannot write the report: {e}");
             return 2;
+        }
+    }
+    if let Some(path) = &args.trace {
+        match &report.result {
+            ExploreResult::Fail(c) => {
+                let text = c.chrome_trace(&report.variant).to_string();
+                if let Err(e) = std::fs::write(path, text) {
+                    let _ = writeln!(err, "error: --trace {}: {e}", path.display());
+                    return 2;
+                }
+                let _ = writeln!(err, "trace: counterexample written to {}", path.display());
+            }
+            _ => {
+                let _ = writeln!(
+                    err,
+                    "trace: no counterexample, {} not written",
+                    path.display()
+                );
+            }
         }
     }
     match &report.result {
@@ -346,6 +370,46 @@ mod tests {
         let bad = Wrapper::try_parse_from(["explore", "--variant", "rfc", "--memory-model", "pso"]);
         let err = bad.err().expect("pso is not a model").to_string();
         assert!(err.contains("sc") && err.contains("tso"), "{err}");
+    }
+
+    #[test]
+    fn trace_writes_a_counterexample_and_nothing_for_a_pass() {
+        let dir = std::env::temp_dir().join(format!("irqsim-explore-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("cx.json");
+        let f = file.to_str().unwrap();
+        let mut argv = vec![
+            "--variant",
+            "plain-clear-on",
+            "--memory-model",
+            "tso",
+            "--trace",
+            f,
+        ];
+        argv.extend(SMALL);
+        let (code, _, err) = run_str(&argv);
+        assert_eq!(code, 1, "{err}");
+        let t: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let events = t["traceEvents"].as_array().unwrap();
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["args"]["name"] == "store-buffer"));
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "C" && e["name"] == "store buffer"));
+        std::fs::remove_file(&file).unwrap();
+        argv[3] = "sc";
+        let (code, _, err) = run_str(&argv);
+        assert_eq!(code, 0);
+        assert!(err.contains("not written") && !file.exists(), "{err}");
+        let bad = dir.join("no-such-dir").join("cx.json");
+        argv[3] = "tso";
+        argv[5] = bad.to_str().unwrap();
+        let (code, _, err) = run_str(&argv);
+        assert_eq!(code, 2);
+        assert!(err.contains("--trace"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub mod model;
 pub mod native;
 mod search;
 pub mod timed;
+mod trace;
 
 use std::fmt;
 
@@ -291,7 +292,7 @@ pub enum ExploreError {
 pub struct TraceStep {
     /// Step number, from 1.
     pub n: u32,
-    /// `iommu`, `iommu-urg`, `sn-cpu`, `apic` or `handler`.
+    /// `iommu`, `iommu-urg`, `sn-cpu`, `apic`, `handler` or `store-buffer`.
     pub actor: String,
     /// What it did, in words.
     pub action: String,
