@@ -61,7 +61,6 @@ use sim_core::{Vector, VectorSet};
 
 use crate::engine::Step;
 use crate::kernel::{CpuOp, POSTED_MSI_NOTIFICATION_VECTOR};
-use pid_model::desc::CONTROL_WORD;
 
 /// The properties checked at every step and at quiescence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -538,13 +537,7 @@ impl World {
     fn write_store(&mut self, store: BufferedStore) {
         match store {
             BufferedStore::Pir { word, value } => self.desc.set_pir_word(word, value),
-            BufferedStore::ClearOn => {
-                let control = self.desc.control();
-                self.desc.set_word(
-                    CONTROL_WORD,
-                    control & !(1 << (pid_model::desc::ON_BIT % 64)),
-                );
-            }
+            BufferedStore::ClearOn => self.desc.set_on(false),
         }
     }
 

@@ -108,8 +108,9 @@ impl AtomicPid {
         self.words[CONTROL_WORD].load(SeqCst) & ON_MASK != 0
     }
 
-    /// Performs one handler operation; `HandleVector` and `Eoi` touch no descriptor
-    /// memory and return 0 (the caller counts them).
+    /// Performs one handler operation; `HandleVector`, `Eoi` and `Mfence` touch no
+    /// descriptor memory, and they and the plain stores return 0 (the caller counts
+    /// `HandleVector` and `Eoi`).
     ///
     /// # Panics
     /// If a PIR word index is not 0..4.
