@@ -221,6 +221,18 @@ mod tests {
     }
 
     #[test]
+    fn dispatch_covers_exactly_the_device_vectors_0x20_to_below_the_notification_vector() {
+        // 0x1f is a system-reserved vector and 0xeb is the notification vector itself:
+        // neither is a device's. 0x20 and 0xea are the first and last device vectors.
+        let mut pir = [0u64; 4];
+        for v in [0x1fu32, 0x20, 0xea, 0xeb] {
+            pir[(v / 64) as usize] |= 1 << (v % 64);
+        }
+        let run = run_uncontended(&CopyThenXchg::default(), pir);
+        assert_eq!(run.handled, vec![0x20, 0xea]);
+    }
+
+    #[test]
     fn copy_then_xchg_follows_mainline_sequence() {
         let mut pir = [0u64; 4];
         pir[0] = 1 << 0x21;
