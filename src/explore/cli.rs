@@ -65,8 +65,8 @@ pub struct ExploreArgs {
     /// How the handler CPU's stores reach the descriptor: `sc` (sequential
     /// consistency) or `tso` (x86-TSO: plain stores wait in a store buffer that
     /// locked operations, mfence and IRET drain).
-    #[arg(long, value_name = "MODEL", default_value = "sc", value_parser = ["sc", "tso"])]
-    pub memory_model: String,
+    #[arg(long, value_name = "MODEL", value_enum, default_value_t = MemoryModel::Sc)]
+    pub memory_model: MemoryModel,
     /// Also write a counterexample as a Chrome trace-event file (Perfetto): a track per
     /// actor, a slice per step, the descriptor's bits as counters. Nothing is written
     /// when every invariant holds.
@@ -87,13 +87,7 @@ impl ExploreArgs {
             .preemption_bound(self.preemption_bound)
             .max_states(self.max_states);
         c.sn_recheck = !self.no_sn_recheck;
-        c.memory_model = MemoryModel::from_name(&self.memory_model).ok_or_else(|| {
-            format!(
-                "--memory-model {:?}: expected one of {}",
-                self.memory_model,
-                MemoryModel::ALL.map(MemoryModel::name).join(", ")
-            )
-        })?;
+        c.memory_model = self.memory_model;
         if let Some(text) = &self.vectors {
             let (any_of, list) = match text.strip_prefix("any-of:") {
                 Some(rest) => (true, rest),
@@ -361,7 +355,7 @@ mod tests {
             assert_eq!(v["config"]["memory_model"], model);
             (code, err)
         };
-        assert_eq!(parse(&["--variant", "rfc"]).memory_model, "sc");
+        assert_eq!(parse(&["--variant", "rfc"]).memory_model, MemoryModel::Sc);
         assert_eq!(run_model("plain-clear-on", "sc").0, 0);
         let (code, err) = run_model("plain-clear-on", "tso");
         assert_eq!(code, 1);

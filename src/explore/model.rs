@@ -134,7 +134,7 @@ impl fmt::Display for Violation {
 }
 
 /// How the handling CPU's stores reach the descriptor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum MemoryModel {
     /// Sequential consistency: every access takes effect when performed.
@@ -145,20 +145,12 @@ pub enum MemoryModel {
 }
 
 impl MemoryModel {
-    /// Both models, in the order the CLI lists them.
-    pub const ALL: [MemoryModel; 2] = [MemoryModel::Sc, MemoryModel::Tso];
-
     /// Stable name, as the CLI takes it and reports print it.
     pub fn name(self) -> &'static str {
         match self {
             MemoryModel::Sc => "sc",
             MemoryModel::Tso => "tso",
         }
-    }
-
-    /// The model called `name`, if any.
-    pub fn from_name(name: &str) -> Option<MemoryModel> {
-        MemoryModel::ALL.into_iter().find(|m| m.name() == name)
     }
 }
 
