@@ -238,6 +238,16 @@ mod tests {
         )
     }
 
+    /// `argv` with `--json` and the [`SMALL`] bounds: the exit status, the JSON report
+    /// and stderr.
+    fn run_small_json(argv: &[&str]) -> (u8, serde_json::Value, String) {
+        let mut argv = argv.to_vec();
+        argv.push("--json");
+        argv.extend(SMALL);
+        let (code, out, err) = run_str(&argv);
+        (code, serde_json::from_str(&out).unwrap(), err)
+    }
+
     #[test]
     fn defaults_and_flags_parse() {
         let a = parse(&["--variant", "rfc"]);
@@ -326,10 +336,7 @@ mod tests {
     #[test]
     fn a_choice_of_vectors_branches_at_every_post() {
         let states = |variant: &str, vectors: &str| {
-            let mut argv = vec!["--variant", variant, "--vectors", vectors, "--json"];
-            argv.extend(SMALL);
-            let (code, out, _) = run_str(&argv);
-            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let (code, v, _) = run_small_json(&["--variant", variant, "--vectors", vectors]);
             assert!(v["states_per_s"].as_f64().unwrap() > 0.0);
             (code, v["distinct_states"].as_u64().unwrap())
         };
@@ -348,10 +355,7 @@ mod tests {
     #[test]
     fn the_memory_model_flag_picks_sc_or_tso() {
         let run_model = |variant: &str, model: &str| {
-            let mut argv = vec!["--variant", variant, "--memory-model", model, "--json"];
-            argv.extend(SMALL);
-            let (code, out, err) = run_str(&argv);
-            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let (code, v, err) = run_small_json(&["--variant", variant, "--memory-model", model]);
             assert_eq!(v["config"]["memory_model"], model);
             (code, err)
         };
