@@ -398,6 +398,18 @@ fn misspelled_field_gets_a_did_you_mean() {
     assert!(!msg.contains("did you mean"), "{msg}");
 }
 
+/// A table with many fields has a list of expected names longer than the message's
+/// excerpt keeps; the suggestion is still found, from the whole list.
+#[test]
+fn a_misspelt_field_late_in_a_long_list_still_gets_a_did_you_mean() {
+    let text = "duration_us = 10\nmode = \"posted\"\n[costs.pid_line]\nmemory_nss = 3\n";
+    let msg = Scenario::from_toml_str(text, "typo.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("did you mean `memory_ns`?"), "{msg}");
+    assert!(msg.len() < 1_000, "{msg}");
+}
+
 #[test]
 fn every_shipped_scenario_file_loads_and_builds() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");

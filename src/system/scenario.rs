@@ -440,8 +440,6 @@ impl ScenarioError {
     }
 }
 
-/// Appends "did you mean `x`?" to serde's unknown-field and unknown-variant messages
-/// ("unknown field `duraton_us`, expected one of `name`, `seed`, ...").
 /// A parser message cut to a readable excerpt: the parser echoes the offending line,
 /// which for generated input can be hundreds of kilobytes.
 fn excerpt(message: &str) -> String {
@@ -473,24 +471,27 @@ const OWN_TABLE_KINDS: [(&str, &str); 4] = [
     ("vmd", "[[vmd]]"),
 ];
 
-fn with_suggestion(message: String) -> String {
-    let message = excerpt(&message);
-    let Some(start) = message
+/// Appends "did you mean `x`?" to serde's unknown-field and unknown-variant messages
+/// ("unknown field `duraton_us`, expected one of `name`, `seed`, ..."), and cuts the
+/// message to an [`excerpt`]. The candidates are read from the whole message, because
+/// the excerpt may cut a long list of expected names short.
+fn with_suggestion(full: String) -> String {
+    let message = excerpt(&full);
+    let Some(start) = full
         .find("unknown field `")
         .map(|i| i + "unknown field `".len())
         .or_else(|| {
-            message
-                .find("unknown variant `")
+            full.find("unknown variant `")
                 .map(|i| i + "unknown variant `".len())
         })
     else {
         return message;
     };
-    let Some(len) = message[start..].find('`') else {
+    let Some(len) = full[start..].find('`') else {
         return message;
     };
-    let given = &message[start..start + len];
-    let rest = &message[start + len..];
+    let given = &full[start..start + len];
+    let rest = &full[start + len..];
     let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
     if expected.first() == Some(&"dsa") {
         if let Some((_, table)) = OWN_TABLE_KINDS.iter().find(|(k, _)| *k == given) {
