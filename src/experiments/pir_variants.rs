@@ -24,7 +24,8 @@ use crate::{DeliveryMode, Report, Scenario};
 
 /// The platform the seed measured on.
 pub const PLATFORM: &str = "spr";
-/// Test 1's variants, plus "remapped" for the non-posted baseline.
+/// Test 1's variants, the two ON-clear store variants of the TSO explorer, and
+/// "remapped" for the non-posted baseline.
 pub const VARIANTS: &[&str] = &[
     "copy-then-xchg",
     "rfc",
@@ -33,6 +34,8 @@ pub const VARIANTS: &[&str] = &[
     "no-final-recheck",
     "xchg-word0",
     "kvm-clear-on-first",
+    "plain-clear-on",
+    "plain-clear-on-mfence",
     "remapped",
 ];
 /// Test 2's variants: the mainline handler against the remapped baseline.
@@ -198,6 +201,10 @@ fn notes(out: &mut ExperimentOutput) {
     }
     out.notes.push(
         "xchg-word0 harvests PIR word 0 only: the DSA vectors here (0x21, 0x22) are in that word, so it runs like copy-then-xchg; it strands vectors from 0x40 up (irqsim explore --variant xchg-word0)"
+            .into(),
+    );
+    out.notes.push(
+        "plain-clear-on clears ON with a plain store; the System performs each access when it completes (sequentially consistent), so the store-buffer window that loses an interrupt under x86-TSO does not occur here (irqsim explore --variant plain-clear-on --memory-model tso); plain-clear-on-mfence adds the fence's cost (costs.cpu.mfence_cycles)"
             .into(),
     );
     out.notes.push(format!(
