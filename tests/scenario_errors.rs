@@ -558,3 +558,25 @@ fn vmd_on_arm_is_warned_about() {
         "{w:?}"
     );
 }
+
+/// serde names the Rust enum a table deserializes into ("internally tagged enum
+/// Dist"); the message says what the scenario writes instead.
+#[test]
+fn a_number_where_a_distribution_belongs_says_what_to_write() {
+    let text = "duration_us = 10\nmode = \"remapped\"\n[[nics]]\n\
+                rx = { kind = \"bursts\", burst_len = 1e9, gap_ns = { kind = \"fixed\", value = 1 } }\n";
+    let msg = Scenario::from_toml_str(text, "b.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(!msg.contains("enum") && !msg.contains("Dist"), "{msg}");
+    assert!(
+        msg.contains("a distribution table") && msg.contains("{ kind = \"fixed\", value = 16 }"),
+        "{msg}"
+    );
+    let text =
+        "duration_us = 10\nmode = \"remapped\"\n[[devices]]\nvector = 0x21\ncpu = 0\narrival = 5\n";
+    let msg = Scenario::from_toml_str(text, "a.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(!msg.contains("enum "), "{msg}");
+}

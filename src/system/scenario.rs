@@ -475,8 +475,72 @@ const OWN_TABLE_KINDS: [(&str, &str); 4] = [
 /// ("unknown field `duraton_us`, expected one of `name`, `seed`, ..."), and cuts the
 /// message to an [`excerpt`]. The candidates are read from the whole message, because
 /// the excerpt may cut a long list of expected names short.
+/// What a scenario writes for each internally tagged enum, for serde's "expected
+/// internally tagged enum Dist", which names a Rust type the user never sees: a
+/// short name for the message, and the kinds with their keys for a line of its own.
+const TAGGED_TABLES: [(&str, &str, &str); 5] = [
+    (
+        "Dist",
+        "a distribution table",
+        "kind = fixed (value), uniform (low, high), exponential (mean), \
+         shifted_exponential (min, mean_above_min), lognormal (mean, sigma), \
+         pareto (scale, shape) or geometric (mean); e.g. { kind = \"fixed\", value = 16 }",
+    ),
+    (
+        "ArrivalProcess",
+        "an arrival table",
+        "{ kind = \"fixed\", interval_ns = X } or { kind = \"poisson\", rate_per_s = X }",
+    ),
+    (
+        "ArrivalSpec",
+        "an arrival table",
+        "kind = fixed (interval_ns), poisson (rate_per_s), on_off (rate_per_s, on_ns, \
+         off_ns), bursts (burst_len, gap_ns, spacing_ns) or trace (path)",
+    ),
+    (
+        "Affinity",
+        "an affinity table",
+        "{ kind = \"managed\" } or { kind = \"explicit\", cpus = [..] }",
+    ),
+    (
+        "SmmuWorkload",
+        "a workload table",
+        "{ kind = \"sync_only\" } or { kind = \"unmap\", pages = N }",
+    ),
+];
+
+/// serde's message with an internal enum name replaced by what the scenario calls
+/// that table, and the line that says how to write one.
+fn without_type_names(message: String) -> (String, Option<String>) {
+    const PREFIX: &str = "internally tagged enum ";
+    let Some(at) = message.find(PREFIX) else {
+        return (message, None);
+    };
+    let name_start = at + PREFIX.len();
+    let name_len = message[name_start..]
+        .find(|c: char| !c.is_alphanumeric() && c != '_')
+        .unwrap_or(message.len() - name_start);
+    let name = &message[name_start..name_start + name_len];
+    let (short, how) = TAGGED_TABLES
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map_or(("a table with a `kind` key", None), |(_, short, how)| {
+            (*short, Some(format!("{short}: {how}")))
+        });
+    let replaced = format!(
+        "{}{short}{}",
+        &message[..at],
+        &message[name_start + name_len..]
+    );
+    (replaced, how)
+}
+
 fn with_suggestion(full: String) -> String {
-    let message = excerpt(&full);
+    let (full, how_to_write) = without_type_names(full);
+    let mut message = excerpt(&full);
+    if let Some(how) = how_to_write {
+        message = format!("{}\n{how}", message.trim_end());
+    }
     let Some(start) = full
         .find("unknown field `")
         .map(|i| i + "unknown field `".len())
