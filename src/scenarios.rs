@@ -17,6 +17,10 @@ pub const EMBEDDED: &[(&str, &str)] = &[
         "shootdown-nvme",
         include_str!("../scenarios/shootdown-nvme.toml"),
     ),
+    (
+        "retrigger-stall",
+        include_str!("../scenarios/retrigger-stall.toml"),
+    ),
 ];
 
 /// The TOML text of an embedded scenario.

@@ -5,6 +5,7 @@ pub mod baseline;
 pub mod nic_tx;
 pub mod ops;
 pub mod posted_msi;
+pub mod retrigger;
 pub mod smmu;
 pub mod uncontended;
 pub mod variants;

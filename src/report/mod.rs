@@ -62,6 +62,11 @@ pub struct Report {
     /// `msis`, lost edges in `msis.dropped`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ioapic: Vec<crate::system::ioapic::IoapicPinReport>,
+    /// The IRQ core's retriggers of device vectors and the posted chip's acks; also
+    /// present, with the CPUs affected, whenever a vector is left in service with no
+    /// interrupt running (nothing will EOI it). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retriggers: Option<crate::system::retrigger::RetriggerReport>,
     /// The SMMUv3 command queue (Arm systems): loads, host counters, busiest lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smmu: Option<crate::system::smmu_host::SmmuHostReport>,

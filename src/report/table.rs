@@ -185,6 +185,7 @@ pub fn render_report_with(r: &Report, detail: Detail) -> String {
     render_nics(&mut s, r, detail);
     render_cross_calls(&mut s, r, detail);
     render_ioapic(&mut s, r, detail);
+    render_retriggers(&mut s, r);
     render_smmu_and_transmit(&mut s, r);
     render_cpus(&mut s, r, detail);
     let _ = writeln!(s, "({MODEL_NOTE})");
@@ -358,6 +359,33 @@ fn render_ioapic(s: &mut String, r: &Report, detail: Detail) {
             } else {
                 String::new()
             }
+        );
+    }
+}
+
+fn render_retriggers(s: &mut String, r: &Report) {
+    let Some(t) = &r.retriggers else {
+        return;
+    };
+    if t.sent > 0 {
+        let _ = writeln!(
+            s,
+            "retriggers ({}): {} sent, {} merged in IRR, {} posted vectors taken through the IDT ({} acks with EOI, {} without)",
+            t.posted_msi_ack,
+            t.sent,
+            t.merged,
+            t.taken_posted,
+            t.acked_with_eoi,
+            t.acked_without_eoi
+        );
+    }
+    for st in &t.stale_isr {
+        let _ = writeln!(
+            s,
+            "  warning: cpu {}: {} in service with no interrupt running; nothing will EOI it, so vectors {:#04x} and below are never delivered to this CPU again",
+            st.cpu,
+            st.vectors.join(", "),
+            st.blocked_class as u32 * 16 + 15
         );
     }
 }

@@ -58,6 +58,8 @@ impl Scenario {
                 nics: Vec::new(),
                 shootdowns: Vec::new(),
                 ioapic_pins: Vec::new(),
+                posted_msi_ack: Default::default(),
+                retriggers: Vec::new(),
                 smmu: Default::default(),
                 smmu_loads: Vec::new(),
                 transmit: Vec::new(),

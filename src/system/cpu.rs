@@ -381,6 +381,10 @@ pub struct Cpu {
     pub gic: Option<apic_sim::gic::Redistributor>,
     /// LPIs acknowledged and not yet EOI'd, innermost last.
     pub gic_active: Vec<u32>,
+    /// Linux's per-CPU `posted_msi_handler_active`: set while the posted-MSI
+    /// notification handler runs (read by the posted chip's ack, see
+    /// `kernel::retrigger`).
+    pub posted_handler_active: bool,
 }
 
 impl Cpu {
@@ -405,6 +409,7 @@ impl Cpu {
             activity_end: sim_core::SimTime::ZERO,
             gic: None,
             gic_active: Vec::new(),
+            posted_handler_active: false,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod ioapic_flow;
 pub mod iommu;
 pub mod ledger;
 pub mod observe;
+pub mod retrigger;
 pub mod scenario;
 pub mod smmu_costs;
 pub mod smmu_host;
@@ -166,6 +167,8 @@ enum Event {
     ShootdownRequest { load: u16, initiator: u16 },
     /// An IPI reaches CPU `cpu`'s local APIC.
     IpiArrive { cpu: u32, msg: apic_sim::IpiMessage },
+    /// The IRQ core's retrigger IPI `index` (scenario `retriggers`) reaches its APIC.
+    Retrigger { index: u32 },
     /// An SMMU load's CPU wants its next call.
     SmmuCallRequest { load: u16, cpu_index: u16 },
     /// A PROD write reaches the SMMU.
@@ -244,6 +247,8 @@ pub struct System {
     transmit: transmit::Transmit,
     /// The IOAPIC and its pins' loads and flows (x86).
     ioapic: Option<ioapic::IoapicHost>,
+    /// The IRQ core's retriggers of device vectors (scenario `retriggers`).
+    retriggers: retrigger::Retriggers,
     /// Fixed costs converted to time once, so the hot path does no float rounding.
     timing: Timing,
 }
@@ -572,14 +577,17 @@ impl System {
             xcall,
             transmit,
             ioapic,
+            retriggers: retrigger::Retriggers::new(sc),
             timing: Timing::new(&costs_for_timing, freq),
         };
+        system.check_retrigger_vectors()?;
         system.start_devices();
         system.start_io();
         system.start_shootdowns();
         system.start_smmu_loads();
         system.start_transmit();
         system.start_ioapic();
+        system.start_retriggers();
         Ok(system)
     }
 
@@ -689,6 +697,7 @@ impl System {
                 self.on_shootdown_request(now, load, initiator)
             }
             Event::IpiArrive { cpu, msg } => self.on_ipi_arrive(now, cpu, msg),
+            Event::Retrigger { index } => self.on_retrigger(now, index),
             Event::SmmuCallRequest { load, cpu_index } => {
                 self.on_smmu_call_request(now, load, cpu_index)
             }
@@ -855,6 +864,7 @@ impl System {
             CpuState::Idle => unreachable!("CpuStep for idle CPU {cpu}"),
             CpuState::Entering(vector) => {
                 let co = if self.is_notification(vector) {
+                    self.cpus[c].posted_handler_active = true;
                     Algorithm::Irq(Coroutine::from_boxed(|port| {
                         self.handler.run(CpuPort::new(port))
                     }))
@@ -866,6 +876,8 @@ impl System {
                     HandlerRef::IoapicPin(pin) => self.ioapic_hardirq(pin, vector),
                     _ => None,
                 } {
+                    alg
+                } else if let Some(alg) = self.posted_vector_through_idt(cpu, vector) {
                     alg
                 } else if self.arm.is_some() {
                     Algorithm::Irq(Coroutine::new(move |port| async move {
@@ -989,6 +1001,11 @@ impl System {
         }
         let cost = match step {
             Step::Done => {
+                if let CpuState::Running(v) = self.cpus[c].state {
+                    if self.is_notification(v) {
+                        self.cpus[c].posted_handler_active = false;
+                    }
+                }
                 self.cpus[c].coroutine = None;
                 self.cpus[c].state = CpuState::Exiting;
                 let cost = self.timing.irq_exit;
@@ -1256,6 +1273,7 @@ impl System {
             cross_calls: self.xcall_report(),
             smmu: self.smmu_report(),
             ioapic: self.ioapic_report(),
+            retriggers: self.retrigger_report(),
             transmit: self.transmit_report(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {

@@ -118,6 +118,13 @@ pub struct Scenario {
     /// IOAPIC pins (x86): edge inputs, their load generators and driver flows.
     #[serde(default)]
     pub ioapic_pins: Vec<super::ioapic::IoapicPinConfig>,
+    /// The `irq_ack` of the posted-MSI irq chip: `"eoi-if-inactive"` (Linux commit
+    /// 0edc78b82bea, the default) or `"move-irq-only"` (v6.10 until that fix).
+    #[serde(default)]
+    pub posted_msi_ack: crate::kernel::retrigger::PostedMsiAck,
+    /// The IRQ core retriggering device vectors (`irq_retrigger()`) at given times.
+    #[serde(default)]
+    pub retriggers: Vec<super::retrigger::RetriggerConfig>,
     /// The SMMU of an `arch = "arm"` system as its driver finds it (features, MSI
     /// polling, queue size).
     #[serde(default)]
@@ -914,6 +921,7 @@ impl Scenario {
         super::smmu_host::validate(self)?;
         super::transmit::validate(self)?;
         super::ioapic::validate(self)?;
+        super::retrigger::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {
