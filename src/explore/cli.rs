@@ -20,6 +20,7 @@ use super::{
     explore_variant, ExploreConfig, ExploreReport, ExploreResult, MemoryModel, DEFAULT_ENTRIES,
     DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
 };
+use crate::kernel::retrigger::PostedMsiAck;
 use crate::kernel::DEFAULT_MAX_LOOPS;
 use sim_core::Vector;
 
@@ -67,6 +68,14 @@ pub struct ExploreArgs {
     /// locked operations, mfence and IRET drain).
     #[arg(long, value_name = "MODEL", value_enum, default_value_t = MemoryModel::Sc)]
     pub memory_model: MemoryModel,
+    /// Retriggers by the IRQ core (`irq_retrigger()`): IPIs of the first post vector
+    /// itself, each taken through the IDT and handled by the posted chip's flow.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retriggers: u32,
+    /// The posted chip's ack a retriggered entry runs: `eoi-if-inactive` (Linux
+    /// 0edc78b82bea) or `move-irq-only` (before it: no EOI).
+    #[arg(long, value_name = "ACK", value_enum, default_value_t = PostedMsiAck::EoiIfInactive)]
+    pub posted_msi_ack: PostedMsiAck,
     /// Also write a counterexample as a Chrome trace-event file (Perfetto): a track per
     /// actor, a slice per step, the descriptor's bits as counters. Nothing is written
     /// when every invariant holds.
@@ -100,6 +109,13 @@ impl ExploreArgs {
                 c = c.post_vectors(&vectors);
             }
         }
+        let vector = c
+            .post_choices
+            .first()
+            .or(c.posts.first())
+            .copied()
+            .unwrap_or(c.retrigger_vector);
+        c = c.retriggers(self.retriggers, vector, self.posted_msi_ack);
         Ok(c)
     }
 }

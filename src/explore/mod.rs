@@ -38,6 +38,7 @@
 pub mod cli;
 pub mod model;
 pub mod native;
+mod retrigger;
 mod search;
 pub mod timed;
 mod trace;
@@ -48,6 +49,7 @@ use serde::{Serialize, Serializer};
 use sim_core::Vector;
 
 use crate::kernel::posted_msi::{variant_by_name, FIRST_EXTERNAL_VECTOR};
+use crate::kernel::retrigger::PostedMsiAck;
 use crate::kernel::{PirHandler, POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES};
 pub use model::{Invariant, MemoryModel, Snapshot, Violation};
 pub use search::{DEFAULT_POST_VECTORS, DEFAULT_URG_VECTORS};
@@ -87,6 +89,18 @@ pub struct ExploreConfig {
     /// How the handler CPU's stores reach the descriptor: sequential consistency
     /// (default) or x86-TSO with a store buffer (see [`model`]).
     pub memory_model: MemoryModel,
+    /// Times the IRQ core retriggers `retrigger_vector` (an IPI of the vector itself,
+    /// taken through the IDT; see `explore::retrigger`). 0: never.
+    pub retriggers: u32,
+    /// The posted device vector a retrigger raises.
+    #[serde(serialize_with = "hex_vector")]
+    pub retrigger_vector: Vector,
+    /// The posted chip's `irq_ack` a retriggered entry runs.
+    pub posted_msi_ack: PostedMsiAck,
+}
+
+fn hex_vector<S: Serializer>(v: &Vector, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.to_string())
 }
 
 fn hex_vectors<S: Serializer>(v: &[Vector], s: S) -> Result<S::Ok, S::Error> {
@@ -136,7 +150,18 @@ impl ExploreConfig {
             max_handler_ops: DEFAULT_MAX_HANDLER_OPS,
             max_states: DEFAULT_MAX_STATES,
             memory_model: MemoryModel::Sc,
+            retriggers: 0,
+            retrigger_vector: DEFAULT_POST_VECTORS[0],
+            posted_msi_ack: PostedMsiAck::default(),
         }
+    }
+
+    /// `n` retriggers of `vector`, acked by `ack`.
+    pub fn retriggers(mut self, n: u32, vector: Vector, ack: PostedMsiAck) -> ExploreConfig {
+        self.retriggers = n;
+        self.retrigger_vector = vector;
+        self.posted_msi_ack = ack;
+        self
     }
 
     /// Sets the memory model.
@@ -233,6 +258,23 @@ impl ExploreConfig {
                 });
             }
         }
+        if self.retriggers > MAX_POSTS {
+            return Err(ExploreError::Bound {
+                field: "retriggers",
+                value: u64::from(self.retriggers),
+                allowed: format!("at most {MAX_POSTS}"),
+            });
+        }
+        if !is_device_vector(self.retrigger_vector) {
+            return Err(ExploreError::Bound {
+                field: "retrigger_vector",
+                value: u64::from(self.retrigger_vector.0),
+                allowed: format!(
+                    "device vectors {:#04x}..{:#04x}",
+                    FIRST_EXTERNAL_VECTOR, POSTED_MSI_NOTIFICATION_VECTOR.0
+                ),
+            });
+        }
         if self.sn_toggles > MAX_POSTS {
             return Err(ExploreError::Bound {
                 field: "sn_toggles",
@@ -292,7 +334,8 @@ pub enum ExploreError {
 pub struct TraceStep {
     /// Step number, from 1.
     pub n: u32,
-    /// `iommu`, `iommu-urg`, `sn-cpu`, `apic`, `handler` or `store-buffer`.
+    /// `iommu`, `iommu-urg`, `sn-cpu`, `apic`, `handler`, `store-buffer`, `irq-core`
+    /// (a retrigger IPI) or `apic-idt` (a retriggered vector taken through the IDT).
     pub actor: String,
     /// What it did, in words.
     pub action: String,
@@ -419,7 +462,7 @@ impl fmt::Display for ExploreReport {
         writeln!(
             f,
             "  bounds: posts [{}], urgent posts [{}], {} entries, {} SN toggles{}, \
-             preemption bound {}, memory model {}",
+             preemption bound {}, memory model {}{}",
             if c.post_choices.is_empty() {
                 list(&c.posts)
             } else {
@@ -436,6 +479,16 @@ impl fmt::Display for ExploreReport {
             c.preemption_bound
                 .map_or_else(|| "none".to_string(), |b| b.to_string()),
             c.memory_model,
+            if c.retriggers > 0 {
+                format!(
+                    ", {} retriggers of {} (ack {})",
+                    c.retriggers,
+                    c.retrigger_vector,
+                    c.posted_msi_ack.label()
+                )
+            } else {
+                String::new()
+            },
         )?;
         writeln!(
             f,

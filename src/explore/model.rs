@@ -211,6 +211,22 @@ pub struct Run {
     pub eois: u8,
     /// The handler has returned and its IRET waits for the store buffer to drain.
     pub returned: bool,
+    /// `Some(v)`: the IDT entry of device vector `v` raised by a retrigger (see
+    /// [`super::retrigger`]), not a notification entry.
+    pub retriggered: Option<Vector>,
+}
+
+impl Run {
+    /// An entry that has performed nothing yet.
+    pub fn starting() -> Run {
+        Run {
+            results: Vec::new(),
+            pending: CpuOp::Eoi, // replaced by handler_next before anyone reads it
+            eois: 0,
+            returned: false,
+            retriggered: None,
+        }
+    }
 }
 
 /// What one step did, for traces.
@@ -245,6 +261,10 @@ pub struct World {
     pub memory_model: MemoryModel,
     /// The handler CPU's store buffer, oldest first (always empty under SC).
     pub store_buffer: Vec<BufferedStore>,
+    /// The retriggered device vector is requested in IRR.
+    pub device_irr: bool,
+    /// The retriggered device vector is in service (ISR).
+    pub device_isr: bool,
 }
 
 impl Default for World {
@@ -269,6 +289,10 @@ pub struct Snapshot {
     pub isr: bool,
     /// Stores in the handler CPU's store buffer (x86-TSO only).
     pub buffered: u8,
+    /// The retriggered device vector is requested in IRR.
+    pub device_irr: bool,
+    /// The retriggered device vector is in service.
+    pub device_isr: bool,
 }
 
 fn hex_words<S: serde::Serializer>(w: &[u64; 4], s: S) -> Result<S::Ok, S::Error> {
@@ -296,6 +320,8 @@ impl World {
             rechecks_due: 0,
             memory_model,
             store_buffer: Vec::new(),
+            device_irr: false,
+            device_isr: false,
         }
     }
 
@@ -308,6 +334,8 @@ impl World {
             irr: self.irr,
             isr: self.isr,
             buffered: self.store_buffer.len().min(u8::MAX as usize) as u8,
+            device_irr: self.device_irr,
+            device_isr: self.device_isr,
         }
     }
 
@@ -491,12 +519,7 @@ impl World {
         self.irr = false;
         self.isr = true;
         self.entries += 1;
-        self.run = Some(Run {
-            results: Vec::new(),
-            pending: CpuOp::Eoi, // replaced by handler_next before anyone reads it
-            eois: 0,
-            returned: false,
-        });
+        self.run = Some(Run::starting());
         StepNote(format!(
             "deliver notification {}: IRR->ISR, handler entry {}",
             POSTED_MSI_NOTIFICATION_VECTOR, self.entries
@@ -568,6 +591,10 @@ impl World {
             .take()
             .expect("handler returned with no entry running");
         *checks += 2;
+        if let Some(vector) = run.retriggered {
+            World::retriggered_return(vector, run.eois)?;
+            return Ok(StepNote("IDT entry returns (irq_exit)".into()));
+        }
         if run.eois != 1 {
             return Err(Violation::new(
                 Invariant::EoiMatchesEntry,
@@ -651,6 +678,11 @@ impl World {
                 self.desc.set_on(false);
                 (was as u64, format!("test-and-clear ON -> {}", was as u8))
             }
+            CpuOp::HandleVector(v)
+                if self.run.as_ref().is_some_and(|r| r.retriggered.is_some()) =>
+            {
+                (0, format!("handle vector {v} (no PIR bit behind it)"))
+            }
             CpuOp::HandleVector(v) => {
                 let c = self.count_mut(v);
                 c.handled += 1;
@@ -667,6 +699,11 @@ impl World {
                     ));
                 }
                 (0, format!("handle vector {v}"))
+            }
+            CpuOp::Eoi if self.run.as_ref().is_some_and(|r| r.retriggered.is_some()) => {
+                *checks += 1;
+                let vector = self.run_mut().retriggered.expect("guarded");
+                (0, self.eoi_retriggered(vector)?)
             }
             CpuOp::Eoi => {
                 *checks += 1;
@@ -814,6 +851,13 @@ impl fmt::Display for Snapshot {
         )?;
         if self.buffered > 0 {
             write!(f, " | buffered stores={}", self.buffered)?;
+        }
+        if self.device_irr || self.device_isr {
+            write!(
+                f,
+                " | retriggered IRR={} ISR={}",
+                self.device_irr as u8, self.device_isr as u8
+            )?;
         }
         Ok(())
     }

@@ -21,9 +21,11 @@ use std::time::Instant;
 use sim_core::Vector;
 
 use super::model::{Invariant, StepNote, Violation, World};
+use super::retrigger::entry_coroutine;
 use super::{Counterexample, ExploreConfig, ExploreReport, ExploreResult, TraceStep};
-use crate::engine::{Coroutine, Step};
-use crate::kernel::{CpuOp, CpuPort, PirHandler};
+use crate::engine::Step;
+use crate::kernel::retrigger::PostedMsiAck;
+use crate::kernel::{CpuOp, PirHandler};
 
 /// Who takes a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,6 +43,10 @@ enum Actor {
     Apic,
     /// The handler CPU's store buffer writes its oldest store (x86-TSO).
     StoreBuffer,
+    /// The IRQ core's next retrigger: an IPI of the device vector itself.
+    IrqCore,
+    /// The APIC delivers the retriggered vector and its IDT entry starts.
+    ApicIdt,
 }
 
 impl Actor {
@@ -52,6 +58,8 @@ impl Actor {
             Actor::SnCpu => "sn-cpu",
             Actor::Apic => "apic",
             Actor::StoreBuffer => "store-buffer",
+            Actor::IrqCore => "irq-core",
+            Actor::ApicIdt => "apic-idt",
         }
     }
 }
@@ -86,6 +94,7 @@ struct State {
     next_post: u16,
     next_urg: u16,
     sn_step: u16,
+    retriggers_sent: u16,
     /// The previous step was the handler's (so switching away from it now preempts).
     last_was_handler: bool,
 }
@@ -107,10 +116,11 @@ impl State {
 /// the same operation again: the explorer relies on handlers being deterministic.
 fn advance_handler(
     handler: &dyn PirHandler,
+    entry: Option<(Vector, PostedMsiAck)>,
     results: &[u64],
     performed: CpuOp,
 ) -> Result<Step<CpuOp>, Violation> {
-    let mut co = Coroutine::from_boxed(|port| handler.run(CpuPort::new(port)));
+    let mut co = entry_coroutine(handler, entry);
     let mut step = co.resume(None);
     let (last, earlier) = results.split_last().expect("at least one result");
     for r in earlier {
@@ -131,10 +141,10 @@ fn advance_handler(
     Ok(co.resume(Some(*last)))
 }
 
-/// Starts a fresh entry of `handler` and returns its first suspension.
-fn start_handler(handler: &dyn PirHandler) -> Step<CpuOp> {
-    let mut co = Coroutine::from_boxed(|port| handler.run(CpuPort::new(port)));
-    co.resume(None)
+/// Starts a fresh entry (of `handler`, or the IDT flow of a retriggered vector) and
+/// returns its first suspension.
+fn start_handler(handler: &dyn PirHandler, entry: Option<(Vector, PostedMsiAck)>) -> Step<CpuOp> {
+    entry_coroutine(handler, entry).resume(None)
 }
 
 struct Explorer<'a> {
@@ -176,6 +186,12 @@ impl Explorer<'_> {
         if w.can_deliver() && w.entries < self.config.entries {
             out.push(Actor::Apic);
         }
+        if u32::from(s.retriggers_sent) < self.config.retriggers {
+            out.push(Actor::IrqCore);
+        }
+        if w.can_deliver_retriggered() {
+            out.push(Actor::ApicIdt);
+        }
         out
     }
 
@@ -210,8 +226,9 @@ impl Explorer<'_> {
                 let op = n.world.run.as_ref().expect("handler enabled").pending;
                 let (_, note) = n.world.handler_op(op, checks)?;
                 notes.push(note);
-                let results = &n.world.run.as_ref().expect("still running").results;
-                let step = advance_handler(self.handler, results, op)?;
+                let run = n.world.run.as_ref().expect("still running");
+                let entry = run.retriggered.map(|v| (v, self.config.posted_msi_ack));
+                let step = advance_handler(self.handler, entry, &run.results, op)?;
                 if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
                     notes.push(note);
                 }
@@ -256,7 +273,19 @@ impl Explorer<'_> {
             Actor::StoreBuffer => notes.extend(n.world.drain_one(checks)?),
             Actor::Apic => {
                 notes.push(n.world.deliver());
-                let step = start_handler(self.handler);
+                let step = start_handler(self.handler, None);
+                if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
+                    notes.push(note);
+                }
+            }
+            Actor::IrqCore => {
+                n.retriggers_sent += 1;
+                notes.push(n.world.retrigger_arrives(self.config.retrigger_vector));
+            }
+            Actor::ApicIdt => {
+                let vector = self.config.retrigger_vector;
+                notes.push(n.world.deliver_retriggered(vector));
+                let step = start_handler(self.handler, Some((vector, self.config.posted_msi_ack)));
                 if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
                     notes.push(note);
                 }
@@ -288,6 +317,7 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
         next_post: 0,
         next_urg: 0,
         sn_step: 0,
+        retriggers_sent: 0,
         last_was_handler: false,
     };
     let mut visited: HashMap<u128, u32> = HashMap::new();
@@ -484,13 +514,13 @@ mod tests {
     fn replay_reaches_the_same_point() {
         let h = variant_by_name("copy-then-xchg", 3).unwrap();
         assert_eq!(
-            start_handler(h.as_ref()),
+            start_handler(h.as_ref(), None),
             Step::Request(CpuOp::LoadPir { word: 0 })
         );
-        let step = advance_handler(h.as_ref(), &[1 << 0x21], CpuOp::LoadPir { word: 0 });
+        let step = advance_handler(h.as_ref(), None, &[1 << 0x21], CpuOp::LoadPir { word: 0 });
         assert_eq!(step.unwrap(), Step::Request(CpuOp::LoadPir { word: 1 }));
         // A result history that does not match the recorded operation is rejected.
-        let err = advance_handler(h.as_ref(), &[0, 0], CpuOp::ClearOn).unwrap_err();
+        let err = advance_handler(h.as_ref(), None, &[0, 0], CpuOp::ClearOn).unwrap_err();
         assert_eq!(err.invariant, Invariant::HandlerContract);
     }
 
@@ -501,12 +531,31 @@ mod tests {
             next_post: 0,
             next_urg: 0,
             sn_step: 0,
+            retriggers_sent: 0,
             last_was_handler: false,
         };
         let mut t = s.clone();
         assert_eq!(s.fingerprint(), t.fingerprint());
         t.next_post = 1;
         assert_ne!(s.fingerprint(), t.fingerprint());
+        let mut u = s.clone();
+        u.retriggers_sent = 1;
+        assert_ne!(s.fingerprint(), u.fingerprint());
+    }
+
+    #[test]
+    fn a_retriggered_entry_replays_the_posted_chips_flow() {
+        use crate::kernel::retrigger::PostedMsiAck;
+        let h = variant_by_name("copy-then-xchg", 3).unwrap();
+        let entry = Some((Vector(0x21), PostedMsiAck::EoiIfInactive));
+        assert_eq!(start_handler(h.as_ref(), entry), Step::Request(CpuOp::Eoi));
+        let step = advance_handler(h.as_ref(), entry, &[0], CpuOp::Eoi).unwrap();
+        assert_eq!(step, Step::Request(CpuOp::HandleVector(Vector(0x21))));
+        let before = Some((Vector(0x21), PostedMsiAck::MoveIrqOnly));
+        assert_eq!(
+            start_handler(h.as_ref(), before),
+            Step::Request(CpuOp::HandleVector(Vector(0x21)))
+        );
     }
 
     #[test]

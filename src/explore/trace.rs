@@ -10,13 +10,15 @@ use serde_json::{json, Value};
 use super::Counterexample;
 
 /// Actors in the order their tracks are listed.
-const ACTORS: [&str; 6] = [
+const ACTORS: [&str; 8] = [
     "handler",
     "iommu",
     "iommu-urg",
     "sn-cpu",
     "apic",
     "store-buffer",
+    "irq-core",
+    "apic-idt",
 ];
 
 const PID: u32 = 1;
@@ -74,6 +76,10 @@ impl Counterexample {
                 json!({"IRR": u8::from(a.irr), "ISR": u8::from(a.isr)}),
             ));
             events.push(counter("store buffer", json!({"stores": a.buffered})));
+            events.push(counter(
+                "APIC retriggered vector",
+                json!({"IRR": u8::from(a.device_irr), "ISR": u8::from(a.device_isr)}),
+            ));
         }
         let last = self.steps.last().map_or(0, |s| s.n);
         events.push(json!({
@@ -117,5 +123,31 @@ mod tests {
         assert_eq!(last_pir["args"]["word1"], 1);
         let v = events.iter().find(|e| e["ph"] == "i").unwrap();
         assert_eq!(v["name"], "nothing-lost violated");
+    }
+
+    #[test]
+    fn a_retrigger_counterexample_has_its_own_tracks_and_the_vector_left_in_service() {
+        use crate::kernel::retrigger::PostedMsiAck;
+        let config = ExploreConfig::with_counts(1, 1).retriggers(
+            1,
+            sim_core::Vector(0x21),
+            PostedMsiAck::MoveIrqOnly,
+        );
+        let r = explore_variant("copy-then-xchg", 3, &config).unwrap();
+        let t = r.counterexample().unwrap().chrome_trace(&r.variant);
+        let events = t["traceEvents"].as_array().unwrap();
+        let tracks: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| &e["tid"])
+            .collect();
+        assert_eq!(tracks[0], super::track_of("irq-core"));
+        assert_eq!(tracks[1], super::track_of("apic-idt"));
+        assert!(super::track_of("apic-idt") <= super::ACTORS.len());
+        let last = events
+            .iter()
+            .rfind(|e| e["ph"] == "C" && e["name"] == "APIC retriggered vector")
+            .unwrap();
+        assert_eq!(last["args"]["ISR"], 1);
     }
 }

@@ -34,15 +34,19 @@ use sim_core::Vector;
 use super::ops::CpuPort;
 
 /// The `irq_ack` of Linux's posted-MSI irq chip.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
 pub enum PostedMsiAck {
     /// `irq_move_irq` only (v6.10 to the fix): a retriggered vector is never EOI'd.
     #[serde(rename = "move-irq-only")]
+    #[value(name = "move-irq-only")]
     MoveIrqOnly,
     /// `intel_ack_posted_msi_irq` (commit 0edc78b82bea): EOI unless the posted
     /// handler is running.
     #[default]
     #[serde(rename = "eoi-if-inactive")]
+    #[value(name = "eoi-if-inactive")]
     EoiIfInactive,
 }
 
