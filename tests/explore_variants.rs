@@ -322,3 +322,35 @@ fn a_retriggered_vector_without_an_eoi_is_found_and_the_fix_passes() {
         assert!(r.distinct_states > plain.distinct_states, "{name}");
     }
 }
+
+/// IRTE migration (Linux ce0a92871179): the old CPU's vector cleanup must look in
+/// its PIR, where a post remapped with the old entry can still sit.
+#[test]
+fn a_migration_whose_cleanup_checks_only_irr_loses_the_msi_left_in_the_old_pir() {
+    use irqsim::explore::MigrationCleanup;
+    let small = ExploreConfig::with_counts(2, 2);
+    for name in CORRECT {
+        let broken = small.clone().migrate(MigrationCleanup::IrrOnly);
+        let r = explore_variant(name, DEFAULT_MAX_LOOPS, &broken).unwrap();
+        let c = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(c.invariant, Invariant::NothingLost, "{name}");
+        assert!(
+            c.detail.contains("after the vector cleanup freed it"),
+            "{}",
+            c.detail
+        );
+        let freed = c
+            .steps
+            .iter()
+            .find(|s| s.actor == "migration" && s.action.contains("freed"))
+            .unwrap_or_else(|| panic!("{c}"));
+        assert!(freed.action.contains("PIR bit still set"), "{c}");
+        // The post that stays behind went through the old entry: fetch, then update.
+        let fetch = c.steps.iter().position(|s| s.actor == "iommu").unwrap();
+        assert_eq!(c.steps[fetch + 1].actor, "iommu-swap", "{c}");
+
+        let fixed = small.clone().migrate(MigrationCleanup::IrrAndPir);
+        let r = explore_variant(name, DEFAULT_MAX_LOOPS, &fixed).unwrap();
+        assert!(r.passed(), "{r}");
+    }
+}

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{
-    explore_variant, ExploreConfig, ExploreReport, ExploreResult, MemoryModel, DEFAULT_ENTRIES,
-    DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
+    explore_variant, ExploreConfig, ExploreReport, ExploreResult, MemoryModel, MigrationCleanup,
+    DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
 };
 use crate::kernel::retrigger::PostedMsiAck;
 use crate::kernel::DEFAULT_MAX_LOOPS;
@@ -76,6 +76,12 @@ pub struct ExploreArgs {
     /// 0edc78b82bea) or `move-irq-only` (before it: no EOI).
     #[arg(long, value_name = "ACK", value_enum, default_value_t = PostedMsiAck::EoiIfInactive)]
     pub posted_msi_ack: PostedMsiAck,
+    /// Migrate the first post vector's IRTE to another CPU while its posts are in
+    /// flight (write the IRTE, flush the entry cache, then the old CPU's vector
+    /// cleanup), the cleanup checking pending with `irr-and-pir` (Linux ce0a92871179)
+    /// or `irr-only` (before it).
+    #[arg(long, value_name = "CLEANUP", value_enum)]
+    pub migration: Option<MigrationCleanup>,
     /// Also write a counterexample as a Chrome trace-event file (Perfetto): a track per
     /// actor, a slice per step, the descriptor's bits as counters. Nothing is written
     /// when every invariant holds.
@@ -116,6 +122,7 @@ impl ExploreArgs {
             .copied()
             .unwrap_or(c.retrigger_vector);
         c = c.retriggers(self.retriggers, vector, self.posted_msi_ack);
+        c.migration = self.migration;
         Ok(c)
     }
 }

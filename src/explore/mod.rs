@@ -36,6 +36,7 @@
 //! ```
 
 pub mod cli;
+pub mod migration;
 pub mod model;
 pub mod native;
 mod retrigger;
@@ -51,6 +52,7 @@ use sim_core::Vector;
 use crate::kernel::posted_msi::{variant_by_name, FIRST_EXTERNAL_VECTOR};
 use crate::kernel::retrigger::PostedMsiAck;
 use crate::kernel::{PirHandler, POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES};
+pub use migration::MigrationCleanup;
 pub use model::{Invariant, MemoryModel, Snapshot, Violation};
 pub use search::{DEFAULT_POST_VECTORS, DEFAULT_URG_VECTORS};
 
@@ -97,6 +99,10 @@ pub struct ExploreConfig {
     pub retrigger_vector: Vector,
     /// The posted chip's `irq_ack` a retriggered entry runs.
     pub posted_msi_ack: PostedMsiAck,
+    /// Migrates the IRTE of the first non-urgent vector to another CPU while its
+    /// posts are in flight, the old CPU's cleanup checking pending as given (see
+    /// [`migration`]). `None`: no migration.
+    pub migration: Option<MigrationCleanup>,
 }
 
 fn hex_vector<S: Serializer>(v: &Vector, s: S) -> Result<S::Ok, S::Error> {
@@ -153,7 +159,20 @@ impl ExploreConfig {
             retriggers: 0,
             retrigger_vector: DEFAULT_POST_VECTORS[0],
             posted_msi_ack: PostedMsiAck::default(),
+            migration: None,
         }
+    }
+
+    /// Migrates the first non-urgent vector's IRTE, the cleanup checking as `cleanup`.
+    pub fn migrate(mut self, cleanup: MigrationCleanup) -> ExploreConfig {
+        self.migration = Some(cleanup);
+        self
+    }
+
+    /// The vector a migration moves: the first non-urgent vector.
+    pub fn migrated_vector(&self) -> Option<Vector> {
+        self.migration?;
+        self.post_choices.first().or(self.posts.first()).copied()
     }
 
     /// `n` retriggers of `vector`, acked by `ack`.
@@ -479,7 +498,15 @@ impl fmt::Display for ExploreReport {
             c.preemption_bound
                 .map_or_else(|| "none".to_string(), |b| b.to_string()),
             c.memory_model,
-            if c.retriggers > 0 {
+            match c.migration {
+                Some(cleanup) => format!(
+                    ", migration of {} (cleanup checks {})",
+                    c.migrated_vector()
+                        .map_or("nothing".into(), |v| v.to_string()),
+                    cleanup.name()
+                ),
+                None => String::new(),
+            } + &if c.retriggers > 0 {
                 format!(
                     ", {} retriggers of {} (ack {})",
                     c.retriggers,

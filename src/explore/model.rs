@@ -265,6 +265,17 @@ pub struct World {
     pub device_irr: bool,
     /// The retriggered device vector is in service (ISR).
     pub device_isr: bool,
+    /// The vector whose IRTE migrates to another CPU, if any (see
+    /// [`super::migration`]).
+    pub migrated: Option<Vector>,
+    /// How far the migration has got.
+    pub migration: super::migration::MigrationStep,
+    /// A post of the migrating vector between its IRTE fetch and its update.
+    pub fetched: Option<super::migration::FetchedPost>,
+    /// Posts remapped with the new entry (to the other CPU).
+    pub posts_to_new_cpu: u32,
+    /// How the old CPU's vector cleanup checks for a pending vector.
+    pub cleanup: super::migration::MigrationCleanup,
 }
 
 impl Default for World {
@@ -322,6 +333,11 @@ impl World {
             store_buffer: Vec::new(),
             device_irr: false,
             device_isr: false,
+            migrated: None,
+            migration: super::migration::MigrationStep::NotStarted,
+            fetched: None,
+            posts_to_new_cpu: 0,
+            cleanup: super::migration::MigrationCleanup::IrrAndPir,
         }
     }
 
@@ -684,6 +700,7 @@ impl World {
                 (0, format!("handle vector {v} (no PIR bit behind it)"))
             }
             CpuOp::HandleVector(v) => {
+                self.check_dispatch_after_free(v)?;
                 let c = self.count_mut(v);
                 c.handled += 1;
                 c.unserved = false;

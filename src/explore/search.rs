@@ -47,6 +47,10 @@ enum Actor {
     IrqCore,
     /// The APIC delivers the retriggered vector and its IDT entry starts.
     ApicIdt,
+    /// The IOMMU updates a descriptor with the post whose IRTE it fetched.
+    IommuSwap,
+    /// The CPU changing the interrupt's affinity takes its next step.
+    Migration,
 }
 
 impl Actor {
@@ -60,6 +64,8 @@ impl Actor {
             Actor::StoreBuffer => "store-buffer",
             Actor::IrqCore => "irq-core",
             Actor::ApicIdt => "apic-idt",
+            Actor::IommuSwap => "iommu-swap",
+            Actor::Migration => "migration",
         }
     }
 }
@@ -172,7 +178,7 @@ impl Explorer<'_> {
         if !w.store_buffer.is_empty() {
             out.push(Actor::StoreBuffer);
         }
-        if (s.next_post as usize) < self.config.posts.len() {
+        if (s.next_post as usize) < self.config.posts.len() && w.fetched.is_none() {
             let choices = self.config.post_choices.len().max(1);
             // At most MAX_POST_CHOICES (validated), so the index fits.
             out.extend((0..choices).map(|k| Actor::Iommu(k as u8)));
@@ -191,6 +197,12 @@ impl Explorer<'_> {
         }
         if w.can_deliver_retriggered() {
             out.push(Actor::ApicIdt);
+        }
+        if w.fetched.is_some() {
+            out.push(Actor::IommuSwap);
+        }
+        if w.migration_can_step() {
+            out.push(Actor::Migration);
         }
         out
     }
@@ -246,12 +258,26 @@ impl Explorer<'_> {
                     _ => list[*idx as usize],
                 };
                 *idx += 1;
-                let (sent, note) = n.world.post(vector, urg, checks)?;
+                if !urg && n.world.migrated == Some(vector) {
+                    // A post of the migrating vector: the IRTE fetch now, the
+                    // descriptor update as a step of its own.
+                    notes.push(n.world.fetch_irte(vector));
+                } else {
+                    let (sent, note) = n.world.post(vector, urg, checks)?;
+                    notes.push(note);
+                    if sent {
+                        notes.push(n.world.notification_arrives());
+                    }
+                }
+            }
+            Actor::IommuSwap => {
+                let (sent, note) = n.world.swap_fetched(checks)?;
                 notes.push(note);
                 if sent {
                     notes.push(n.world.notification_arrives());
                 }
             }
+            Actor::Migration => notes.push(n.world.migration_step()),
             Actor::SnCpu => {
                 let step = self.sn[n.sn_step as usize];
                 n.sn_step += 1;
@@ -312,8 +338,13 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
         sn: sn_program(config),
         checks: 0,
     };
+    let mut world = World::with_memory_model(config.memory_model);
+    if let Some(cleanup) = config.migration {
+        world.migrated = config.migrated_vector();
+        world.cleanup = cleanup;
+    }
     let initial = State {
-        world: World::with_memory_model(config.memory_model),
+        world,
         next_post: 0,
         next_urg: 0,
         sn_step: 0,

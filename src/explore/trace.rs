@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::Counterexample;
 
 /// Actors in the order their tracks are listed.
-const ACTORS: [&str; 8] = [
+const ACTORS: [&str; 10] = [
     "handler",
     "iommu",
     "iommu-urg",
@@ -19,6 +19,8 @@ const ACTORS: [&str; 8] = [
     "store-buffer",
     "irq-core",
     "apic-idt",
+    "iommu-swap",
+    "migration",
 ];
 
 const PID: u32 = 1;
