@@ -30,26 +30,7 @@ use serde::Serialize;
 use sim_core::Vector;
 
 use super::model::{Invariant, StepNote, Violation, World};
-
-/// How the old CPU's vector cleanup decides that the vector is still pending.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum MigrationCleanup {
-    /// IRR and PIR (Linux commit ce0a92871179).
-    IrrAndPir,
-    /// IRR only (before it): broken on purpose for posted MSIs.
-    IrrOnly,
-}
-
-impl MigrationCleanup {
-    /// Stable name, as the CLI takes it and reports print it.
-    pub fn name(self) -> &'static str {
-        match self {
-            MigrationCleanup::IrrAndPir => "irr-and-pir",
-            MigrationCleanup::IrrOnly => "irr-only",
-        }
-    }
-}
+pub use crate::kernel::migration::MigrationCleanup;
 
 /// Where the migration of the device's interrupt has got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -126,8 +107,8 @@ impl World {
 
     fn cleanup_finds_pending(&self) -> bool {
         self.migrated.is_some_and(|vector| {
-            self.irr_has(vector)
-                || (self.cleanup == MigrationCleanup::IrrAndPir && self.desc.pir().contains(vector))
+            self.cleanup
+                .finds_pending(self.irr_has(vector), self.desc.pir().contains(vector))
         })
     }
 

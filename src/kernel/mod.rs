@@ -2,6 +2,7 @@
 //! the timed engine (and, later, the explorer and native drivers).
 
 pub mod baseline;
+pub mod migration;
 pub mod nic_tx;
 pub mod ops;
 pub mod posted_msi;

@@ -67,6 +67,10 @@ pub struct Report {
     /// interrupt running (nothing will EOI it). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retriggers: Option<crate::system::retrigger::RetriggerReport>,
+    /// Affinity changes of posted interrupts and the old CPUs' vector cleanups;
+    /// absent without migrations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<crate::system::migration::MigrationsReport>,
     /// The SMMUv3 command queue (Arm systems): loads, host counters, busiest lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smmu: Option<crate::system::smmu_host::SmmuHostReport>,

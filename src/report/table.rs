@@ -186,6 +186,7 @@ pub fn render_report_with(r: &Report, detail: Detail) -> String {
     render_cross_calls(&mut s, r, detail);
     render_ioapic(&mut s, r, detail);
     render_retriggers(&mut s, r);
+    render_migrations(&mut s, r);
     render_smmu_and_transmit(&mut s, r);
     render_cpus(&mut s, r, detail);
     let _ = writeln!(s, "({MODEL_NOTE})");
@@ -386,6 +387,46 @@ fn render_retriggers(s: &mut String, r: &Report) {
             st.cpu,
             st.vectors.join(", "),
             st.blocked_class as u32 * 16 + 15
+        );
+    }
+}
+
+fn render_migrations(s: &mut String, r: &Report) {
+    let Some(m) = &r.migrations else {
+        return;
+    };
+    for mv in &m.moves {
+        let _ = writeln!(
+            s,
+            "migration {}: cpu {} {} -> cpu {} {}, vector cleanup ({}) {}",
+            mv.device,
+            mv.from_cpu,
+            mv.from_vector,
+            mv.to_cpu,
+            if mv.to_vector.is_empty() {
+                "(not yet, or no free vector)"
+            } else {
+                &mv.to_vector
+            },
+            m.vector_cleanup,
+            match mv.freed_at_ns {
+                Some(ns) => format!(
+                    "freed the old vector at {:.3} us after {} runs",
+                    ns / 1e3,
+                    mv.cleanup_attempts
+                ),
+                None => format!(
+                    "has not freed the old vector ({} runs)",
+                    mv.cleanup_attempts
+                ),
+            }
+        );
+    }
+    if m.dispatched_after_free > 0 {
+        let _ = writeln!(
+            s,
+            "  warning: {} handler dispatches of a freed vector: their MSIs are lost (msis.dropped.vector_freed)",
+            m.dispatched_after_free
         );
     }
 }

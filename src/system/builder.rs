@@ -60,6 +60,8 @@ impl Scenario {
                 ioapic_pins: Vec::new(),
                 posted_msi_ack: Default::default(),
                 retriggers: Vec::new(),
+                migrations: Vec::new(),
+                vector_cleanup: Default::default(),
                 smmu: Default::default(),
                 smmu_loads: Vec::new(),
                 transmit: Vec::new(),

@@ -223,6 +223,11 @@ pub enum Deferred {
         /// Index of the device in the scenario's `devices`.
         device: u32,
     },
+    /// The vector cleanup of migration `index` (scenario `migrations`), on the old CPU.
+    VectorCleanup {
+        /// Index of the migration in the scenario's `migrations`.
+        index: u32,
+    },
     /// A NAPI poll of NIC `nic` queue `queue`.
     NapiPoll {
         /// Index of the NIC in the scenario's `nics`.

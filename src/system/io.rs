@@ -920,6 +920,8 @@ impl System {
                 self.cpus[cpu as usize].time.app += d;
                 d
             }
+            // The cleanup's own CPU time is not modelled (see `system::migration`).
+            Deferred::VectorCleanup { .. } => sim_core::Duration::ZERO,
             Deferred::NapiPoll { nic, queue } => {
                 let mut arrivals = std::mem::take(&mut self.io.arrivals);
                 arrivals.clear();
@@ -967,6 +969,7 @@ impl System {
                 }
                 self.reschedule(now, IoDev::Nvme(drive));
             }
+            Deferred::VectorCleanup { index } => self.run_vector_cleanup(now, index),
             Deferred::DsaSubmit { device } => {
                 let at = now + self.timing.doorbell_write;
                 self.queue

@@ -238,6 +238,20 @@ impl Ledger {
         slot.absorb(riders);
     }
 
+    /// Vector `v`'s MSIs harvested or in service at `cpu` reach a vector with no
+    /// interrupt behind it any more: each is dropped for `reason`. Returns how many.
+    pub fn drop_served(&mut self, cpu: usize, v: Vector, reason: &str) -> u64 {
+        let slot = self.cpus[cpu].get_mut(v);
+        let mut bag = slot.harvested.take();
+        bag.absorb(slot.in_service.take());
+        let before = self.dropped_total();
+        *self.dropped.entry(reason.to_string()).or_insert(0) += bag.in_spans();
+        for &t in bag.exact() {
+            self.drop_msi(t, reason);
+        }
+        self.dropped_total() - before
+    }
+
     /// Dropped MSIs, all reasons together.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
@@ -487,6 +501,26 @@ mod tests {
         l.generated = n;
         l.bag_served_without_interrupt(bag);
         assert_eq!((l.handled, l.merged), (n, n));
+        assert!(l.is_balanced());
+    }
+
+    #[test]
+    fn msis_served_at_a_freed_vector_are_dropped_with_their_riders() {
+        let mut l = Ledger::new(1);
+        let v = Vector(0x21);
+        l.generated = 4;
+        l.fabric = 1;
+        l.ride_on(tok(0, 1), tok(1, 2));
+        l.fabric -= 1;
+        l.posted(0, v, tok(0, 1), false);
+        l.posted(0, v, tok(2, 3), true);
+        l.harvested_word(0, 0, v.bit());
+        l.posted(0, v, tok(3, 4), false);
+        assert!(l.is_balanced());
+        // Harvested: the two posts and the rider; the third post is still in PIR.
+        assert_eq!(l.drop_served(0, v, "vector_freed"), 3);
+        assert_eq!(l.dropped["vector_freed"], 3);
+        assert_eq!(l.pending().pir, 1);
         assert!(l.is_balanced());
     }
 

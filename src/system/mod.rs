@@ -24,6 +24,7 @@ pub mod ioapic;
 pub mod ioapic_flow;
 pub mod iommu;
 pub mod ledger;
+pub mod migration;
 pub mod observe;
 pub mod retrigger;
 pub mod scenario;
@@ -167,6 +168,10 @@ enum Event {
     ShootdownRequest { load: u16, initiator: u16 },
     /// An IPI reaches CPU `cpu`'s local APIC.
     IpiArrive { cpu: u32, msg: apic_sim::IpiMessage },
+    /// Migration `index` (scenario `migrations`) rewrites its IRTE.
+    MigrationIrteWrite { index: u32 },
+    /// Migration `index`'s vector cleanup timer fires on the old CPU.
+    MigrationCleanup { index: u32 },
     /// The IRQ core's retrigger IPI `index` (scenario `retriggers`) reaches its APIC.
     Retrigger { index: u32 },
     /// An SMMU load's CPU wants its next call.
@@ -249,6 +254,8 @@ pub struct System {
     ioapic: Option<ioapic::IoapicHost>,
     /// The IRQ core's retriggers of device vectors (scenario `retriggers`).
     retriggers: retrigger::Retriggers,
+    /// Affinity changes of posted interrupts (scenario `migrations`).
+    migrations: migration::Migrations,
     /// Fixed costs converted to time once, so the hot path does no float rounding.
     timing: Timing,
 }
@@ -578,6 +585,7 @@ impl System {
             transmit,
             ioapic,
             retriggers: retrigger::Retriggers::new(sc),
+            migrations: migration::Migrations::new(sc, &sc.cpu_of_apic_id()),
             timing: Timing::new(&costs_for_timing, freq),
         };
         system.check_retrigger_vectors()?;
@@ -588,6 +596,7 @@ impl System {
         system.start_transmit();
         system.start_ioapic();
         system.start_retriggers();
+        system.start_migrations();
         Ok(system)
     }
 
@@ -698,6 +707,8 @@ impl System {
             }
             Event::IpiArrive { cpu, msg } => self.on_ipi_arrive(now, cpu, msg),
             Event::Retrigger { index } => self.on_retrigger(now, index),
+            Event::MigrationIrteWrite { index } => self.on_migration_irte_write(now, index),
+            Event::MigrationCleanup { index } => self.on_migration_cleanup_due(now, index),
             Event::SmmuCallRequest { load, cpu_index } => {
                 self.on_smmu_call_request(now, load, cpu_index)
             }
@@ -1052,6 +1063,12 @@ impl System {
             return cost;
         }
         match op {
+            CpuOp::HandleVector(vector) if self.migrations.is_freed(cpu, vector) => {
+                let cost = self.dispatch_freed_vector(cpu, vector);
+                self.cpus[c].time.handlers += cost;
+                self.emit_cpu_span(cpu, now, cost, CpuActivity::Handler { vector });
+                cost
+            }
             CpuOp::HandleVector(vector) => {
                 self.ledger.handler_started(c, vector, &mut self.served);
                 for msi in &self.served.exact {
@@ -1274,6 +1291,7 @@ impl System {
             smmu: self.smmu_report(),
             ioapic: self.ioapic_report(),
             retriggers: self.retrigger_report(),
+            migrations: self.migrations_report(),
             transmit: self.transmit_report(),
             latency_ns,
             handled_per_s: if elapsed_ns > 0.0 {

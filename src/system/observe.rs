@@ -79,6 +79,9 @@ impl CpuActivity {
             CpuActivity::Deferred { work } => match work {
                 super::cpu::Deferred::NvmeSubmit { job } => format!("job{job} submit"),
                 super::cpu::Deferred::DsaSubmit { device } => format!("dsa{device} submit"),
+                super::cpu::Deferred::VectorCleanup { index } => {
+                    format!("vector cleanup of migration {index}")
+                }
                 super::cpu::Deferred::NapiPoll { nic, queue } => {
                     format!("napi poll nic{nic} q{queue}")
                 }

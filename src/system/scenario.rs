@@ -125,6 +125,13 @@ pub struct Scenario {
     /// The IRQ core retriggering device vectors (`irq_retrigger()`) at given times.
     #[serde(default)]
     pub retriggers: Vec<super::retrigger::RetriggerConfig>,
+    /// Affinity changes of posted DSA interrupts at given times.
+    #[serde(default)]
+    pub migrations: Vec<super::migration::MigrationConfig>,
+    /// How the old CPU's vector cleanup checks pending after a migration:
+    /// `"irr-and-pir"` (Linux commit ce0a92871179, the default) or `"irr-only"`.
+    #[serde(default)]
+    pub vector_cleanup: crate::kernel::migration::MigrationCleanup,
     /// The SMMU of an `arch = "arm"` system as its driver finds it (features, MSI
     /// polling, queue size).
     #[serde(default)]
@@ -922,6 +929,7 @@ impl Scenario {
         super::transmit::validate(self)?;
         super::ioapic::validate(self)?;
         super::retrigger::validate(self)?;
+        super::migration::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {
