@@ -354,3 +354,105 @@ fn a_migration_whose_cleanup_checks_only_irr_loses_the_msi_left_in_the_old_pir()
         assert!(r.passed(), "{r}");
     }
 }
+
+/// The SN side as a coroutine (`kernel::sn`): the shipped sequences, and two written
+/// here that the explorer must reject.
+mod sn_software {
+    use super::*;
+    use irqsim::explore::explore_with_sn;
+    use irqsim::kernel::sn::{SnFuture, SnPort, SnSoftware};
+    use sim_core::Vector;
+
+    fn small() -> ExploreConfig {
+        ExploreConfig::with_counts(2, 2).sn_toggles(2)
+    }
+
+    #[test]
+    fn the_shipped_recheck_passes_and_no_recheck_loses_a_suppressed_post() {
+        for name in CORRECT {
+            let mut c = small();
+            c.sn_software = Some("recheck".into());
+            let r = explore_variant(name, DEFAULT_MAX_LOOPS, &c).unwrap();
+            assert!(r.passed(), "{r}");
+            c.sn_software = Some("no-recheck".into());
+            let r = explore_variant(name, DEFAULT_MAX_LOOPS, &c).unwrap();
+            let cx = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+            assert_eq!(cx.invariant, Invariant::NothingLost);
+            let actors: Vec<&str> = cx.steps.iter().map(|s| s.actor.as_str()).collect();
+            assert_eq!(actors, ["sn-cpu", "iommu", "sn-cpu"], "{cx}");
+        }
+        let mut c = small();
+        c.sn_software = Some("nope".into());
+        assert!(matches!(
+            explore_variant("rfc", DEFAULT_MAX_LOOPS, &c),
+            Err(ExploreError::UnknownSnSoftware { .. })
+        ));
+    }
+
+    /// Rechecks PIR word 0 only.
+    struct WordZeroRecheck;
+    impl SnSoftware for WordZeroRecheck {
+        fn name(&self) -> &str {
+            "word-zero-recheck"
+        }
+        fn run(&self, cpu: SnPort, toggles: u32) -> SnFuture {
+            Box::pin(async move {
+                for i in 0..toggles {
+                    if i % 2 == 0 {
+                        cpu.set_sn().await;
+                    } else {
+                        cpu.clear_sn().await;
+                        if cpu.load_pir(0).await != 0 && !cpu.test_and_set_on().await {
+                            cpu.send_notification().await;
+                        }
+                    }
+                }
+            })
+        }
+    }
+
+    /// Sets ON after the clear but never sends the notification it owes.
+    struct SilentRecheck;
+    impl SnSoftware for SilentRecheck {
+        fn name(&self) -> &str {
+            "silent-recheck"
+        }
+        fn run(&self, cpu: SnPort, _toggles: u32) -> SnFuture {
+            Box::pin(async move {
+                cpu.set_sn().await;
+                cpu.clear_sn().await;
+                let mut pending = false;
+                for w in 0..4 {
+                    pending |= cpu.load_pir(w).await != 0;
+                }
+                if pending {
+                    cpu.test_and_set_on().await;
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn sequences_written_outside_the_project_are_checked() {
+        let h = variant_by_name("copy-then-xchg", DEFAULT_MAX_LOOPS).unwrap();
+        // Vectors in word 0 only: the short recheck is enough.
+        let word0 = small().post_vectors(&[Vector(0x21)]);
+        assert!(explore_with_sn(h.as_ref(), &WordZeroRecheck, &word0).passed());
+        // A vector in word 1 (0x61) suppressed by SN is never rechecked.
+        let word1 = small().post_vectors(&[Vector(0x61)]);
+        let r = explore_with_sn(h.as_ref(), &WordZeroRecheck, &word1);
+        let c = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(c.invariant, Invariant::NothingLost);
+        assert!(c.detail.contains("0x61"), "{}", c.detail);
+        // ON set with no notification: every later post coalesces into nothing.
+        let r = explore_with_sn(h.as_ref(), &SilentRecheck, &word0);
+        let c = r.counterexample().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(c.invariant, Invariant::NothingLost, "{c}");
+        assert!(
+            c.steps
+                .iter()
+                .any(|s| s.action.contains("test-and-set ON -> 0")),
+            "{c}"
+        );
+    }
+}

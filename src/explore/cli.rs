@@ -82,6 +82,11 @@ pub struct ExploreArgs {
     /// or `irr-only` (before it).
     #[arg(long, value_name = "CLEANUP", value_enum)]
     pub migration: Option<MigrationCleanup>,
+    /// Run a shipped SN sequence as the SN actor, one step per operation:
+    /// `recheck` (correct) or `no-recheck` (broken on purpose). Unset: the built-in
+    /// protocol, whose recheck is one step.
+    #[arg(long, value_name = "NAME")]
+    pub sn_software: Option<String>,
     /// Also write a counterexample as a Chrome trace-event file (Perfetto): a track per
     /// actor, a slice per step, the descriptor's bits as counters. Nothing is written
     /// when every invariant holds.
@@ -123,6 +128,7 @@ impl ExploreArgs {
             .unwrap_or(c.retrigger_vector);
         c = c.retriggers(self.retriggers, vector, self.posted_msi_ack);
         c.migration = self.migration;
+        c.sn_software = self.sn_software.clone();
         Ok(c)
     }
 }

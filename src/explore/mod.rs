@@ -41,6 +41,7 @@ pub mod model;
 pub mod native;
 mod retrigger;
 mod search;
+mod sn;
 pub mod timed;
 mod trace;
 
@@ -51,6 +52,7 @@ use sim_core::Vector;
 
 use crate::kernel::posted_msi::{variant_by_name, FIRST_EXTERNAL_VECTOR};
 use crate::kernel::retrigger::PostedMsiAck;
+use crate::kernel::sn::{sn_software_by_name, SnSoftware, SN_SOFTWARE_NAMES};
 use crate::kernel::{PirHandler, POSTED_MSI_NOTIFICATION_VECTOR, VARIANT_NAMES};
 pub use migration::MigrationCleanup;
 pub use model::{Invariant, MemoryModel, Snapshot, Violation};
@@ -103,6 +105,10 @@ pub struct ExploreConfig {
     /// posts are in flight, the old CPU's cleanup checking pending as given (see
     /// [`migration`]). `None`: no migration.
     pub migration: Option<MigrationCleanup>,
+    /// A shipped SN sequence to run as the SN actor, by name (`recheck`,
+    /// `no-recheck`; see [`crate::kernel::sn`]), in place of the built-in one-step
+    /// protocol. A sequence of your own goes to [`explore_with_sn`].
+    pub sn_software: Option<String>,
 }
 
 fn hex_vector<S: Serializer>(v: &Vector, s: S) -> Result<S::Ok, S::Error> {
@@ -160,6 +166,7 @@ impl ExploreConfig {
             retrigger_vector: DEFAULT_POST_VECTORS[0],
             posted_msi_ack: PostedMsiAck::default(),
             migration: None,
+            sn_software: None,
         }
     }
 
@@ -335,6 +342,12 @@ pub enum ExploreError {
         /// The name given.
         name: String,
     },
+    /// No shipped SN sequence has this name.
+    #[error("unknown SN software {name:?}: expected one of {}", SN_SOFTWARE_NAMES.join(", "))]
+    UnknownSnSoftware {
+        /// The name given.
+        name: String,
+    },
     /// A bound is out of range.
     #[error("`{field}` is {value}; allowed: {allowed}")]
     Bound {
@@ -506,16 +519,20 @@ impl fmt::Display for ExploreReport {
                     cleanup.name()
                 ),
                 None => String::new(),
-            } + &if c.retriggers > 0 {
-                format!(
-                    ", {} retriggers of {} (ack {})",
-                    c.retriggers,
-                    c.retrigger_vector,
-                    c.posted_msi_ack.label()
-                )
-            } else {
-                String::new()
-            },
+            } + &c
+                .sn_software
+                .as_ref()
+                .map_or(String::new(), |n| format!(", SN software {n}"))
+                + &if c.retriggers > 0 {
+                    format!(
+                        ", {} retriggers of {} (ack {})",
+                        c.retriggers,
+                        c.retrigger_vector,
+                        c.posted_msi_ack.label()
+                    )
+                } else {
+                    String::new()
+                },
         )?;
         writeln!(
             f,
@@ -547,7 +564,20 @@ pub fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> ExploreRepor
     if let Err(e) = config.validate() {
         panic!("invalid exploration bounds: {e}");
     }
-    search::explore(handler, config)
+    search::explore(handler, None, config)
+}
+
+/// [`explore`] with `sn` as the SN actor: each of its operations is one step, and it
+/// makes `config.sn_toggles` SN changes (see [`crate::kernel::sn::SnSoftware`]).
+pub fn explore_with_sn(
+    handler: &dyn PirHandler,
+    sn: &dyn SnSoftware,
+    config: &ExploreConfig,
+) -> ExploreReport {
+    if let Err(e) = config.validate() {
+        panic!("invalid exploration bounds: {e}");
+    }
+    search::explore(handler, Some(sn), config)
 }
 
 /// [`explore`] for a built-in variant chosen by name.
@@ -560,5 +590,12 @@ pub fn explore_variant(
     let handler = variant_by_name(name, max_loops).ok_or_else(|| ExploreError::UnknownVariant {
         name: name.to_string(),
     })?;
-    Ok(search::explore(handler.as_ref(), config))
+    let sn = match &config.sn_software {
+        Some(name) => Some(
+            sn_software_by_name(name)
+                .ok_or_else(|| ExploreError::UnknownSnSoftware { name: name.clone() })?,
+        ),
+        None => None,
+    };
+    Ok(search::explore(handler.as_ref(), sn.as_deref(), config))
 }

@@ -276,6 +276,8 @@ pub struct World {
     pub posts_to_new_cpu: u32,
     /// How the old CPU's vector cleanup checks for a pending vector.
     pub cleanup: super::migration::MigrationCleanup,
+    /// The SN software set ON and has not sent the notification it owes yet.
+    pub notify_owed: bool,
 }
 
 impl Default for World {
@@ -338,6 +340,7 @@ impl World {
             fetched: None,
             posts_to_new_cpu: 0,
             cleanup: super::migration::MigrationCleanup::IrrAndPir,
+            notify_owed: false,
         }
     }
 
@@ -394,7 +397,7 @@ impl World {
     }
 
     /// PIR bits may only be cleared, or set by a post of that vector.
-    fn check_pir_source(
+    pub(super) fn check_pir_source(
         &self,
         before: &PiDesc,
         allowed: u64,
@@ -790,7 +793,7 @@ impl World {
         }
         let on = self.desc.on();
         let sn = self.desc.sn();
-        let pending = self.irr || self.isr || self.in_flight > 0;
+        let pending = self.irr || self.isr || self.in_flight > 0 || self.notify_owed;
         *checks += 1;
         if let Some(v) = self.desc.pir().iter().next() {
             if on && !pending {

@@ -22,9 +22,11 @@ use sim_core::Vector;
 
 use super::model::{Invariant, StepNote, Violation, World};
 use super::retrigger::entry_coroutine;
+use super::sn::advance_sn;
 use super::{Counterexample, ExploreConfig, ExploreReport, ExploreResult, TraceStep};
 use crate::engine::Step;
 use crate::kernel::retrigger::PostedMsiAck;
+use crate::kernel::sn::{SnOp, SnSoftware};
 use crate::kernel::{CpuOp, PirHandler};
 
 /// Who takes a step.
@@ -101,6 +103,10 @@ struct State {
     next_urg: u16,
     sn_step: u16,
     retriggers_sent: u16,
+    /// A user's SN software: the results it has been given, and the operation it is
+    /// suspended on (`None` once it has returned).
+    sn_results: Vec<u64>,
+    sn_next: Option<SnOp>,
     /// The previous step was the handler's (so switching away from it now preempts).
     last_was_handler: bool,
 }
@@ -155,6 +161,7 @@ fn start_handler(handler: &dyn PirHandler, entry: Option<(Vector, PostedMsiAck)>
 
 struct Explorer<'a> {
     handler: &'a dyn PirHandler,
+    sn_software: Option<&'a dyn SnSoftware>,
     config: &'a ExploreConfig,
     sn: Vec<SnStep>,
     checks: u64,
@@ -186,7 +193,11 @@ impl Explorer<'_> {
         if (s.next_urg as usize) < self.config.urg_posts.len() {
             out.push(Actor::IommuUrg);
         }
-        if (s.sn_step as usize) < self.sn.len() {
+        if self.sn_software.is_some() {
+            if s.sn_next.is_some() {
+                out.push(Actor::SnCpu);
+            }
+        } else if (s.sn_step as usize) < self.sn.len() {
             out.push(Actor::SnCpu);
         }
         if w.can_deliver() && w.entries < self.config.entries {
@@ -278,6 +289,21 @@ impl Explorer<'_> {
                 }
             }
             Actor::Migration => notes.push(n.world.migration_step()),
+            Actor::SnCpu if self.sn_software.is_some() => {
+                let sw = self.sn_software.expect("guarded");
+                let op = n.sn_next.expect("enabled only while it runs");
+                let (result, sent, note) = n.world.sn_op(op, checks)?;
+                notes.push(note);
+                if sent {
+                    notes.push(n.world.notification_arrives());
+                }
+                n.sn_results.push(result);
+                n.sn_next = match advance_sn(sw, self.config.sn_toggles, &n.sn_results, Some(op))? {
+                    Step::Request(next) => Some(next),
+                    Step::Done => None,
+                };
+                n.world.set_sn_running(n.sn_next.is_some());
+            }
             Actor::SnCpu => {
                 let step = self.sn[n.sn_step as usize];
                 n.sn_step += 1;
@@ -330,10 +356,15 @@ struct Node {
 
 const ROOT: u32 = u32::MAX;
 
-pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> ExploreReport {
+pub(crate) fn explore(
+    handler: &dyn PirHandler,
+    sn_software: Option<&dyn SnSoftware>,
+    config: &ExploreConfig,
+) -> ExploreReport {
     let started = Instant::now();
     let mut ex = Explorer {
         handler,
+        sn_software,
         config,
         sn: sn_program(config),
         checks: 0,
@@ -343,7 +374,17 @@ pub(crate) fn explore(handler: &dyn PirHandler, config: &ExploreConfig) -> Explo
         world.migrated = config.migrated_vector();
         world.cleanup = cleanup;
     }
+    let sn_next = match sn_software {
+        Some(sw) => match advance_sn(sw, config.sn_toggles, &[], None) {
+            Ok(Step::Request(op)) => Some(op),
+            _ => None,
+        },
+        None => None,
+    };
+    world.set_sn_running(sn_next.is_some());
     let initial = State {
+        sn_results: Vec::new(),
+        sn_next,
         world,
         next_post: 0,
         next_urg: 0,
@@ -458,6 +499,7 @@ fn counterexample(
     // Replay with a private checker so the report's counts are unaffected.
     let mut replay = Explorer {
         handler: ex.handler,
+        sn_software: ex.sn_software,
         config: ex.config,
         sn: ex.sn.clone(),
         checks: 0,
@@ -563,6 +605,8 @@ mod tests {
             next_urg: 0,
             sn_step: 0,
             retriggers_sent: 0,
+            sn_results: Vec::new(),
+            sn_next: None,
             last_was_handler: false,
         };
         let mut t = s.clone();
@@ -592,7 +636,7 @@ mod tests {
     #[test]
     fn nothing_to_do_is_a_pass_with_one_state() {
         let h = variant_by_name("rfc", 3).unwrap();
-        let r = explore(h.as_ref(), &ExploreConfig::with_counts(0, 1));
+        let r = explore(h.as_ref(), None, &ExploreConfig::with_counts(0, 1));
         assert_eq!(r.result, ExploreResult::Pass);
         assert_eq!((r.states_explored, r.distinct_states), (1, 1));
     }

@@ -8,6 +8,7 @@ pub mod ops;
 pub mod posted_msi;
 pub mod retrigger;
 pub mod smmu;
+pub mod sn;
 pub mod uncontended;
 pub mod variants;
 
