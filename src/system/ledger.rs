@@ -449,6 +449,52 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_into_irr_counts_and_a_first_handler_call_is_not_spurious() {
+        let mut l = Ledger::new(1);
+        let v = Vector(0x30);
+        l.generated = 2;
+        l.accepted_in_irr(0, v, tok(0, 1), false);
+        l.accepted_in_irr(0, v, tok(1, 2), true);
+        assert_eq!(l.merged, 1);
+        l.acknowledged(0, v);
+        let mut served = Served::default();
+        l.handler_started(0, v, &mut served);
+        assert_eq!((served.count(), l.spurious_handler_calls), (2, 0));
+        // The vector's slot still exists, with nothing in it: not listed as pending.
+        assert!(l.pending_by_vector(0).is_empty());
+        l.handler_started(0, v, &mut served);
+        assert_eq!(l.spurious_handler_calls, 1);
+        assert!(l.is_balanced());
+    }
+
+    #[test]
+    fn an_edge_joining_a_pending_interrupt_is_served_with_it() {
+        let mut l = Ledger::new(1);
+        let v = Vector(0x22);
+        l.generated = 3;
+        l.accepted_in_irr(0, v, tok(0, 1), false);
+        l.acknowledged(0, v);
+        l.ride_on(tok(1, 2), tok(2, 3));
+        let merged = l.merged;
+        l.coalesced_into_pending(0, v, tok(1, 2));
+        assert_eq!(l.merged, merged + 1);
+        assert_eq!(l.pending().in_service, 3, "the edge and its rider join");
+        assert!(l.is_balanced());
+        let mut served = Served::default();
+        l.handler_started(0, v, &mut served);
+        assert_eq!(served.count(), 3);
+        assert!(l.is_balanced());
+    }
+
+    #[test]
+    fn level_pin_riders_are_reported_in_their_place() {
+        let mut l = Ledger::new(1);
+        l.ioapic_level = 5;
+        assert_eq!(l.pending().ioapic_level, 5);
+        assert_eq!(l.pending().total(), 5);
+    }
+
+    #[test]
     fn the_total_adds_every_place_once() {
         // Powers of two: any place left out, counted twice or subtracted shows.
         let p = PendingWhere {
