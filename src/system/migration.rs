@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use sim_core::{Duration, SimTime, Vector};
 
 use super::cpu::{CpuState, Deferred, HandlerRef};
-use super::scenario::{Arch, DeliveryMode, Scenario, ScenarioError};
+use super::scenario::{
+    check_list_len, check_time_in_run, Arch, DeliveryMode, Scenario, ScenarioError,
+};
 use super::{Event, System};
 use crate::engine::Priority;
 use crate::kernel::migration::MigrationCleanup;
@@ -61,13 +63,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     if sc.migrations.is_empty() {
         return Ok(());
     }
-    if sc.migrations.len() > MAX_MIGRATIONS {
-        return Err(ScenarioError::invalid(
-            "migrations",
-            format!("{} entries", sc.migrations.len()),
-            format!("at most {MAX_MIGRATIONS}"),
-        ));
-    }
+    check_list_len("migrations", sc.migrations.len(), MAX_MIGRATIONS)?;
     if sc.arch == Arch::Arm || sc.mode != DeliveryMode::Posted {
         return Err(ScenarioError::invalid(
             "migrations",
@@ -77,13 +73,13 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     }
     let names: Vec<String> = (0..sc.devices.len()).map(|i| device_name(sc, i)).collect();
     for (i, m) in sc.migrations.iter().enumerate() {
-        let Some(d) = names.iter().position(|n| *n == m.device) else {
+        if !names.contains(&m.device) {
             return Err(ScenarioError::invalid(
                 format!("migrations[{i}].device"),
                 format!("{:?}", m.device),
                 format!("the name of a DSA device: {}", names.join(", ")),
             ));
-        };
+        }
         if m.to_cpu >= sc.cpus.count {
             return Err(ScenarioError::invalid(
                 format!("migrations[{i}].to_cpu"),
@@ -98,14 +94,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 "one migration per device",
             ));
         }
-        let _ = d;
-        if !(m.at_us.is_finite() && (0.0..=sc.duration_us).contains(&m.at_us)) {
-            return Err(ScenarioError::invalid(
-                format!("migrations[{i}].at_us"),
-                m.at_us,
-                format!("a time from 0 to duration_us = {}", sc.duration_us),
-            ));
-        }
+        check_time_in_run(format!("migrations[{i}].at_us"), m.at_us, sc.duration_us)?;
         if !(m.cleanup_delay_us.is_finite() && m.cleanup_delay_us >= 0.001) {
             return Err(ScenarioError::invalid(
                 format!("migrations[{i}].cleanup_delay_us"),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sim_core::{Duration, SimTime, Vector};
 
 use super::cpu::{CpuState, HandlerRef};
-use super::scenario::{Arch, Scenario, ScenarioError};
+use super::scenario::{check_list_len, check_time_in_run, Arch, Scenario, ScenarioError};
 use super::{Algorithm, DeliveryMode, Event, System};
 use crate::engine::{Coroutine, Priority};
 use crate::kernel::retrigger::{handle_edge_posted, PostedMsiAck};
@@ -44,13 +44,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     if sc.retriggers.is_empty() {
         return Ok(());
     }
-    if sc.retriggers.len() > MAX_RETRIGGERS {
-        return Err(ScenarioError::invalid(
-            "retriggers",
-            format!("{} entries", sc.retriggers.len()),
-            format!("at most {MAX_RETRIGGERS}"),
-        ));
-    }
+    check_list_len("retriggers", sc.retriggers.len(), MAX_RETRIGGERS)?;
     if sc.arch == Arch::Arm {
         return Err(ScenarioError::invalid(
             "retriggers",
@@ -73,13 +67,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 "a device vector, 0x20..=0xff",
             ));
         }
-        if !(r.at_us.is_finite() && (0.0..=sc.duration_us).contains(&r.at_us)) {
-            return Err(ScenarioError::invalid(
-                format!("retriggers[{i}].at_us"),
-                r.at_us,
-                format!("a time from 0 to duration_us = {}", sc.duration_us),
-            ));
-        }
+        check_time_in_run(format!("retriggers[{i}].at_us"), r.at_us, sc.duration_us)?;
     }
     Ok(())
 }

@@ -477,6 +477,34 @@ fn excerpt(message: &str) -> String {
     out.join("\n")
 }
 
+/// Refuses a list of more than `max` entries of scenario table `field`.
+pub(super) fn check_list_len(field: &str, len: usize, max: usize) -> Result<(), ScenarioError> {
+    if len > max {
+        return Err(ScenarioError::invalid(
+            field,
+            format!("{len} entries"),
+            format!("at most {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a time `at_us` outside the run (0 to `duration_us`), naming `field`.
+pub(super) fn check_time_in_run(
+    field: String,
+    at_us: f64,
+    duration_us: f64,
+) -> Result<(), ScenarioError> {
+    if !(at_us.is_finite() && (0.0..=duration_us).contains(&at_us)) {
+        return Err(ScenarioError::invalid(
+            field,
+            at_us,
+            format!("a time from 0 to duration_us = {duration_us}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Device kinds that have their own table, for a `kind` written under `[[devices]]`.
 const OWN_TABLE_KINDS: [(&str, &str); 4] = [
     ("nvme", "[[nvme]]"),
