@@ -382,6 +382,49 @@ mod tests {
     }
 
     #[test]
+    fn retrigger_migration_and_sn_software_flags_reach_the_config_and_the_verdict() {
+        let c = parse(&[
+            "--variant",
+            "rfc",
+            "--vectors",
+            "0x61,0x21",
+            "--retriggers",
+            "2",
+        ])
+        .config()
+        .unwrap();
+        assert_eq!((c.retriggers, c.retrigger_vector), (2, Vector(0x61)));
+        assert_eq!(c.posted_msi_ack, PostedMsiAck::EoiIfInactive);
+        assert_eq!((c.migration, c.sn_software.as_deref()), (None, None));
+        let cases: [(&[&str], u8); 6] = [
+            (
+                &["--retriggers", "1", "--posted-msi-ack", "move-irq-only"],
+                1,
+            ),
+            (
+                &["--retriggers", "1", "--posted-msi-ack", "eoi-if-inactive"],
+                0,
+            ),
+            (&["--migration", "irr-only"], 1),
+            (&["--migration", "irr-and-pir"], 0),
+            (&["--sn-software", "no-recheck", "--sn-toggles", "2"], 1),
+            (&["--sn-software", "recheck", "--sn-toggles", "2"], 0),
+        ];
+        for (flags, want) in cases {
+            let mut argv = vec!["--variant", "copy-then-xchg"];
+            argv.extend_from_slice(flags);
+            argv.extend(["--json", "--posts", "2", "--urg-posts", "0"]);
+            let (code, out, err) = run_str(&argv);
+            assert_eq!(code, want, "{flags:?}: {err}");
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert!(v["config"].get("retriggers").is_some());
+        }
+        let (code, _, err) = run_str(&["--variant", "rfc", "--sn-software", "nope"]);
+        assert_eq!(code, 2);
+        assert!(err.contains("recheck, no-recheck"), "{err}");
+    }
+
+    #[test]
     fn the_memory_model_flag_picks_sc_or_tso() {
         let run_model = |variant: &str, model: &str| {
             let (code, v, err) = run_small_json(&["--variant", variant, "--memory-model", model]);
