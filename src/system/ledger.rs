@@ -571,6 +571,28 @@ mod tests {
     }
 
     #[test]
+    fn a_freed_vector_drops_its_spans_too_and_returns_only_its_own_drops() {
+        let mut l = Ledger::new(1);
+        let v = Vector(0x21);
+        let n: u64 = 200;
+        l.generated = n + 1;
+        l.fabric = 1;
+        l.drop_msi(tok(999, 1), "irte_not_present");
+        l.fabric = 0;
+        for i in 0..n {
+            l.posted(0, v, tok(i, i * 10), i > 0);
+        }
+        l.harvested_word(0, 0, v.bit());
+        assert_eq!(
+            l.drop_served(0, v, "vector_freed"),
+            n,
+            "an earlier drop is not counted"
+        );
+        assert_eq!(l.dropped["vector_freed"], n, "exact tokens and spans alike");
+        assert!(l.is_balanced());
+    }
+
+    #[test]
     fn riders_land_with_their_lead_or_drop_with_it() {
         let mut l = Ledger::new(1);
         l.generated = 4;
