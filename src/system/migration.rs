@@ -26,11 +26,10 @@ use super::cpu::{CpuState, Deferred, HandlerRef};
 use super::scenario::{
     check_list_len, check_time_in_run, Arch, DeliveryMode, Scenario, ScenarioError,
 };
-use super::{Event, System};
+use super::{posted_irte, Event, System};
 use crate::engine::Priority;
 use crate::kernel::migration::MigrationCleanup;
 use crate::kernel::POSTED_MSI_NOTIFICATION_VECTOR;
-use iommu_sim::vtd::{Irte, PostedIrte, SourceCheck};
 
 /// Most migrations a scenario may list.
 pub const MAX_MIGRATIONS: usize = 4096;
@@ -71,7 +70,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             "mode = \"posted\" on x86: the model migrates posted IRTEs",
         ));
     }
-    let names: Vec<String> = (0..sc.devices.len()).map(|i| device_name(sc, i)).collect();
+    let names: Vec<String> = (0..sc.devices.len()).map(|i| sc.device_name(i)).collect();
     for (i, m) in sc.migrations.iter().enumerate() {
         if !names.contains(&m.device) {
             return Err(ScenarioError::invalid(
@@ -106,15 +105,6 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-fn device_name(sc: &Scenario, i: usize) -> String {
-    let d = &sc.devices[i];
-    if d.name.is_empty() {
-        format!("device{i}")
-    } else {
-        d.name.clone()
-    }
-}
-
 /// One migration's progress.
 #[derive(Clone, Debug)]
 struct Move {
@@ -147,7 +137,7 @@ impl Migrations {
             .iter()
             .map(|m| {
                 let d = (0..sc.devices.len())
-                    .find(|&i| device_name(sc, i) == m.device)
+                    .find(|&i| sc.device_name(i) == m.device)
                     .expect("validated: the device exists");
                 Move {
                     device: d as u32,
@@ -238,14 +228,8 @@ impl System {
             return;
         };
         self.cpus[to].register_handler(vector, HandlerRef::Dsa(m.device));
-        let irte = Irte::posted(PostedIrte {
-            vector,
-            pda: m.to_pda,
-            urg: false,
-            fpd: false,
-            source: SourceCheck::exact(m.source_id),
-        })
-        .expect("the descriptor address was accepted for the first IRTEs");
+        let irte = posted_irte(vector, m.to_pda, m.source_id)
+            .expect("the descriptor address was accepted for the first IRTEs");
         for unit in &mut self.iommus {
             unit.remapper
                 .modify_irte(m.irte_index, irte)

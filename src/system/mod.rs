@@ -76,6 +76,17 @@ use sources::MsiSource;
 /// Fixed bounds keep the histogram's memory constant over a run.
 const LATENCY_MAX_NS: u64 = 3_600_000_000_000;
 
+/// A posted IRTE for `vector` into the descriptor at `pda`, checking `source_id`.
+fn posted_irte(vector: Vector, pda: u64, source_id: u16) -> Result<Irte, iommu_sim::IommuError> {
+    Irte::posted(PostedIrte {
+        vector,
+        pda,
+        urg: false,
+        fpd: false,
+        source: SourceCheck::exact(source_id),
+    })
+}
+
 /// The IRTE the host programs for an MSI of `vector` aimed at CPU `cpu`.
 fn make_irte(
     sc: &Scenario,
@@ -84,14 +95,8 @@ fn make_irte(
     source_id: u16,
 ) -> Result<Irte, ScenarioError> {
     Ok(match sc.mode {
-        DeliveryMode::Posted => Irte::posted(PostedIrte {
-            vector,
-            pda: sc.pid_address_of(cpu),
-            urg: false,
-            fpd: false,
-            source: SourceCheck::exact(source_id),
-        })
-        .map_err(|e| ScenarioError::invalid_from(&format!("cpus.pid_addresses[{cpu}]"), e))?,
+        DeliveryMode::Posted => posted_irte(vector, sc.pid_address_of(cpu), source_id)
+            .map_err(|e| ScenarioError::invalid_from(&format!("cpus.pid_addresses[{cpu}]"), e))?,
         DeliveryMode::Remapped => Irte::remapped(RemappedIrte {
             vector,
             dest: sc.apic_id_of(cpu),
@@ -423,11 +428,7 @@ impl System {
                     encode_remappable(d.msi_handle.unwrap_or(index) as u16, false, 0)
                 }
             };
-            let name = if d.name.is_empty() {
-                format!("device{i}")
-            } else {
-                d.name.clone()
-            };
+            let name = sc.device_name(i);
             let model = match (&d.arrival, &d.closed_loop) {
                 (Some(arrival), _) => {
                     DeviceModel::Open(DsaQueue::new(message, d.source_id, arrival.clone()))
@@ -544,6 +545,7 @@ impl System {
         )?;
         let queue = EventQueue::with_capacity(1024);
         let costs_for_timing = costs.clone();
+        let migrations = migration::Migrations::new(sc, &apic_to_cpu);
         let mut system = System {
             name: sc.name.clone(),
             seed: sc.seed,
@@ -585,7 +587,7 @@ impl System {
             transmit,
             ioapic,
             retriggers: retrigger::Retriggers::new(sc),
-            migrations: migration::Migrations::new(sc, &sc.cpu_of_apic_id()),
+            migrations,
             timing: Timing::new(&costs_for_timing, freq),
         };
         system.check_retrigger_vectors()?;

@@ -113,7 +113,6 @@ pub(super) struct Retriggers {
     list: Vec<(u32, Vector, SimTime)>,
     arrived: u64,
     merged: u64,
-    taken_posted: u64,
     acked_with_eoi: u64,
     acked_without_eoi: u64,
 }
@@ -209,7 +208,6 @@ impl System {
         }
         let ack = self.retriggers.ack;
         let active = self.cpus[c].posted_handler_active;
-        self.retriggers.taken_posted += 1;
         if ack.eois(active) {
             self.retriggers.acked_with_eoi += 1;
         } else {
@@ -263,7 +261,7 @@ impl System {
             sent: r.list.iter().filter(|(_, _, at)| *at <= self.now()).count() as u64,
             arrived: r.arrived,
             merged: r.merged,
-            taken_posted: r.taken_posted,
+            taken_posted: r.acked_with_eoi + r.acked_without_eoi,
             acked_with_eoi: r.acked_with_eoi,
             acked_without_eoi: r.acked_without_eoi,
             stale_isr,
