@@ -92,6 +92,11 @@ pub struct ExploreArgs {
     /// when every invariant holds.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
+    /// Explore every distinct state, without identifying states that differ only in
+    /// counts no step or invariant reads (the default reduction). Verdicts are the
+    /// same either way; this is for checking that, and for comparing state counts.
+    #[arg(long)]
+    pub no_reduction: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +134,7 @@ impl ExploreArgs {
         c = c.retriggers(self.retriggers, vector, self.posted_msi_ack);
         c.migration = self.migration;
         c.sn_software = self.sn_software.clone();
+        c.reduce = !self.no_reduction;
         Ok(c)
     }
 }
@@ -422,6 +428,32 @@ mod tests {
         let (code, _, err) = run_str(&["--variant", "rfc", "--sn-software", "nope"]);
         assert_eq!(code, 2);
         assert!(err.contains("recheck, no-recheck"), "{err}");
+    }
+
+    #[test]
+    fn no_reduction_explores_more_states_with_the_same_verdict() {
+        assert!(parse(&["--variant", "rfc"]).config().unwrap().reduce);
+        assert!(
+            !parse(&["--variant", "rfc", "--no-reduction"])
+                .config()
+                .unwrap()
+                .reduce
+        );
+        for variant in ["copy-then-xchg", "no-final-recheck"] {
+            let (code, reduced, _) = run_small_json(&["--variant", variant]);
+            let (full_code, full, _) = run_small_json(&["--variant", variant, "--no-reduction"]);
+            assert_eq!(code, full_code, "{variant}");
+            assert_eq!(
+                (
+                    reduced["config"]["reduce"].as_bool(),
+                    full["config"]["reduce"].as_bool()
+                ),
+                (Some(true), Some(false))
+            );
+            let states = |v: &serde_json::Value| v["distinct_states"].as_u64().unwrap();
+            assert!(states(&reduced) <= states(&full), "{variant}");
+            assert!(reduced["states_per_s"].as_f64().unwrap() > 0.0);
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@
 //!   lost.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use pid_model::PiDesc;
 use serde::Serialize;
@@ -310,6 +311,56 @@ pub struct Snapshot {
 
 fn hex_words<S: serde::Serializer>(w: &[u64; 4], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(w.iter().map(|w| format!("{w:#x}")))
+}
+
+impl World {
+    /// Feeds `h` what decides this world's future: two worlds that feed the same bytes
+    /// allow the same steps, with the same verdicts, from here on. Left out are the
+    /// counts no step or invariant reads (`notifications`, `posts_to_new_cpu`), and the
+    /// ledger keeps, per vector, only posts minus handler calls: the one invariant that
+    /// compares the two (`handled-at-most-posted`) depends on nothing else. The
+    /// explorer's reduction ([`super::ExploreConfig::reduce`]) identifies states by this.
+    pub fn hash_behaviour<H: Hasher>(&self, h: &mut H) {
+        // Destructured in full, so that a new field must be placed here or left out
+        // on purpose.
+        let World {
+            desc,
+            in_flight,
+            irr,
+            isr,
+            entries,
+            run,
+            ledger,
+            notifications: _,
+            rechecks_due,
+            memory_model,
+            store_buffer,
+            device_irr,
+            device_isr,
+            migrated,
+            migration,
+            fetched,
+            posts_to_new_cpu: _,
+            cleanup,
+            notify_owed,
+        } = self;
+        desc.hash(h);
+        (in_flight, irr, isr, entries, run).hash(h);
+        h.write_usize(ledger.len());
+        for c in ledger {
+            // handled <= posted, or the step that broke it already failed.
+            (c.vector, c.posted - c.handled, c.unserved).hash(h);
+        }
+        (
+            rechecks_due,
+            memory_model,
+            store_buffer,
+            device_irr,
+            device_isr,
+        )
+            .hash(h);
+        (migrated, migration, fetched, cleanup, notify_owed).hash(h);
+    }
 }
 
 impl World {

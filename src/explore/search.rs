@@ -8,14 +8,16 @@
 //! ([`super::model::World`] plus each actor's progress).
 //!
 //! Breadth-first order makes the first violation found one with the fewest steps.
-//! Visited states are kept as 128-bit fingerprints (two independent 64-bit hashes of
-//! the whole state, handler results included), each with the fewest preemptions it was
-//! reached with: a state reached again with no fewer preemptions is pruned, one reached
-//! with fewer is explored again, since more of its future fits in the bound. The map
-//! is only looked up, never iterated, so its order never reaches a result.
+//! Visited states are kept as 128-bit XXH3 fingerprints of the state's bytes (handler
+//! results included; with the reduction, of what decides its future:
+//! [`World::hash_behaviour`]). Under a preemption bound each keeps the fewest
+//! preemptions it was reached with: a state reached again with no fewer is pruned, one
+//! reached with fewer is explored again, since more of its future fits in the bound.
+//! Without a bound a state is explored once. The set is only looked up, never
+//! iterated, so its order never reaches a result.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
 
 use sim_core::Vector;
@@ -112,14 +114,129 @@ struct State {
 }
 
 impl State {
-    fn fingerprint(&self) -> u128 {
-        let half = |salt: u64| {
-            let mut h = DefaultHasher::new();
-            salt.hash(&mut h);
-            self.hash(&mut h);
-            h.finish()
-        };
-        (u128::from(half(0x9e37_79b9_7f4a_7c15)) << 64) | u128::from(half(0xc2b2_ae3d_27d4_eb4f))
+    /// The state's identity in the visited set: a 128-bit XXH3 of its bytes. With
+    /// `reduce`, the world contributes only what decides its future
+    /// ([`World::hash_behaviour`]), and the "previous step was the handler's" flag
+    /// only when a preemption bound makes it matter.
+    fn fingerprint(&self, sink: &mut ByteSink, reduce: bool, bounded: bool) -> u128 {
+        sink.0.clear();
+        if reduce {
+            let State {
+                world,
+                next_post,
+                next_urg,
+                sn_step,
+                retriggers_sent,
+                sn_results,
+                sn_next,
+                last_was_handler,
+            } = self;
+            world.hash_behaviour(sink);
+            (next_post, next_urg, sn_step, retriggers_sent).hash(sink);
+            (sn_results, sn_next).hash(sink);
+            if bounded {
+                last_was_handler.hash(sink);
+            }
+        } else {
+            self.hash(sink);
+        }
+        xxhash_rust::xxh3::xxh3_128(&sink.0)
+    }
+}
+
+/// A [`Hasher`] that only collects the bytes it is fed, so that a state is hashed
+/// once, by XXH3, over an unambiguous encoding (derived `Hash` writes lengths and
+/// discriminants).
+#[derive(Default)]
+struct ByteSink(Vec<u8>);
+
+impl Hasher for ByteSink {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(&self.0)
+    }
+}
+
+/// Hashes a [`Fingerprint`] (already a uniform hash) by keeping its first word, so
+/// the visited set does not hash it again.
+#[derive(Default)]
+struct FingerprintHasher(u64);
+
+impl Hasher for FingerprintHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only fingerprints are hashed here; anything else still hashes well.
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = word;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A 128-bit fingerprint as two words: 8-byte aligned, so a set entry is 16 bytes,
+/// where a `u128` key takes 32.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Fingerprint([u64; 2]);
+
+impl Hash for Fingerprint {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.0[0]);
+    }
+}
+
+fn split(fp: u128) -> Fingerprint {
+    Fingerprint([fp as u64, (fp >> 64) as u64])
+}
+
+type FpBuild = BuildHasherDefault<FingerprintHasher>;
+
+/// The fingerprints seen so far. Under a preemption bound each keeps the fewest
+/// preemptions it was reached with; without one, nothing but the fingerprint.
+enum Visited {
+    Unbounded(HashSet<Fingerprint, FpBuild>),
+    Bounded(HashMap<Fingerprint, u32, FpBuild>),
+}
+
+impl Visited {
+    fn new(bounded: bool) -> Visited {
+        if bounded {
+            Visited::Bounded(HashMap::default())
+        } else {
+            Visited::Unbounded(HashSet::default())
+        }
+    }
+
+    /// Records a state reached with `preemptions`; true if it must be explored (new,
+    /// or reached with fewer preemptions than before).
+    fn admit(&mut self, fp: u128, preemptions: u32) -> bool {
+        match self {
+            Visited::Unbounded(set) => set.insert(split(fp)),
+            Visited::Bounded(map) => match map.get_mut(&split(fp)) {
+                Some(best) if *best <= preemptions => false,
+                Some(best) => {
+                    *best = preemptions;
+                    true
+                }
+                None => {
+                    map.insert(split(fp), preemptions);
+                    true
+                }
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Visited::Unbounded(set) => set.len(),
+            Visited::Bounded(map) => map.len(),
+        }
     }
 }
 
@@ -356,19 +473,8 @@ struct Node {
 
 const ROOT: u32 = u32::MAX;
 
-pub(crate) fn explore(
-    handler: &dyn PirHandler,
-    sn_software: Option<&dyn SnSoftware>,
-    config: &ExploreConfig,
-) -> ExploreReport {
-    let started = Instant::now();
-    let mut ex = Explorer {
-        handler,
-        sn_software,
-        config,
-        sn: sn_program(config),
-        checks: 0,
-    };
+/// The state every search starts from.
+fn initial_state(sn_software: Option<&dyn SnSoftware>, config: &ExploreConfig) -> State {
     let mut world = World::with_memory_model(config.memory_model);
     if let Some(cleanup) = config.migration {
         world.migrated = config.migrated_vector();
@@ -382,7 +488,7 @@ pub(crate) fn explore(
         None => None,
     };
     world.set_sn_running(sn_next.is_some());
-    let initial = State {
+    State {
         sn_results: Vec::new(),
         sn_next,
         world,
@@ -391,9 +497,28 @@ pub(crate) fn explore(
         sn_step: 0,
         retriggers_sent: 0,
         last_was_handler: false,
+    }
+}
+
+pub(crate) fn explore(
+    handler: &dyn PirHandler,
+    sn_software: Option<&dyn SnSoftware>,
+    config: &ExploreConfig,
+) -> ExploreReport {
+    let started = Instant::now();
+    let mut ex = Explorer {
+        handler,
+        sn_software,
+        config,
+        sn: sn_program(config),
+        checks: 0,
     };
-    let mut visited: HashMap<u128, u32> = HashMap::new();
-    visited.insert(initial.fingerprint(), 0);
+    let initial = initial_state(sn_software, config);
+    let mut sink = ByteSink::default();
+    let bounded = config.preemption_bound.is_some();
+    let fingerprint = |s: &State, sink: &mut ByteSink| s.fingerprint(sink, config.reduce, bounded);
+    let mut visited = Visited::new(bounded);
+    visited.admit(fingerprint(&initial, &mut sink), 0);
     let mut nodes: Vec<Node> = Vec::new();
     // (node index or ROOT, preemptions used, depth, state)
     let mut frontier: VecDeque<(u32, u32, u32, State)> = VecDeque::new();
@@ -430,13 +555,8 @@ pub(crate) fn explore(
                     break 'search;
                 }
             }
-            let fp = next.fingerprint();
-            match visited.get_mut(&fp) {
-                Some(best) if *best <= p => continue,
-                Some(best) => *best = p,
-                None => {
-                    visited.insert(fp, p);
-                }
+            if !visited.admit(fingerprint(&next, &mut sink), p) {
+                continue;
             }
             if visited.len() as u64 > config.max_states {
                 result = ExploreResult::Incomplete {
@@ -572,7 +692,110 @@ pub const DEFAULT_URG_VECTORS: [Vector; 3] = [Vector(0x41), Vector(0x81), Vector
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explore::MemoryModel;
     use crate::kernel::posted_msi::variant_by_name;
+
+    /// The reduced fingerprints of every state a search reaches: deduplicated by the
+    /// full state when `by_reduced` is false, by the reduced fingerprint when true.
+    /// A step that breaks an invariant ends its path and adds a mark of its own
+    /// (`violation_mark`), so merging states whose futures break different invariants
+    /// shows too. Preemption bounds are not used.
+    fn reachable_classes(
+        handler: &dyn PirHandler,
+        sn_software: Option<&dyn SnSoftware>,
+        config: &ExploreConfig,
+        by_reduced: bool,
+    ) -> HashSet<u128> {
+        let mut ex = Explorer {
+            handler,
+            sn_software,
+            config,
+            sn: sn_program(config),
+            checks: 0,
+        };
+        let mut sink = ByteSink::default();
+        let initial = initial_state(sn_software, config);
+        let mut seen = HashSet::new();
+        let mut classes = HashSet::new();
+        let mut todo = vec![initial];
+        while let Some(s) = todo.pop() {
+            let class = s.fingerprint(&mut sink, true, false);
+            let key = if by_reduced {
+                class
+            } else {
+                s.fingerprint(&mut sink, false, false)
+            };
+            if !seen.insert(key) {
+                continue;
+            }
+            classes.insert(class);
+            let enabled = ex.enabled(&s);
+            if enabled.is_empty() {
+                if let Err(v) = s.world.check_quiescent(&mut ex.checks) {
+                    classes.insert(violation_mark(class, None, &v));
+                }
+            }
+            for actor in enabled {
+                let applied = ex.apply(&s, actor);
+                match &applied.violation {
+                    None => todo.push(applied.state),
+                    Some(v) => {
+                        classes.insert(violation_mark(class, Some(actor), v));
+                    }
+                }
+            }
+        }
+        classes
+    }
+
+    /// A violation seen from a class, as one more member of the reachable set: the
+    /// class, the step that broke the invariant (`None`: at quiescence) and which.
+    fn violation_mark(class: u128, actor: Option<Actor>, v: &Violation) -> u128 {
+        let mut sink = ByteSink::default();
+        (class, actor, v.invariant).hash(&mut sink);
+        xxhash_rust::xxh3::xxh3_128(&sink.0)
+    }
+
+    /// The reduction is exact if states it identifies have the same futures up to
+    /// identification: then a search that prunes by it reaches exactly the classes the
+    /// full search reaches. A reduction that merged states with different futures
+    /// (leaving ON out, say) prunes some of them and reaches fewer.
+    #[test]
+    fn the_reduced_search_reaches_every_class_the_full_search_reaches() {
+        let v21 = Vector(0x21);
+        let small = || ExploreConfig::with_counts(3, 2).urgent(1).sn_toggles(2);
+        let mut configs = vec![
+            small(),
+            small().memory_model(MemoryModel::Tso),
+            small().retriggers(1, v21, crate::kernel::retrigger::PostedMsiAck::MoveIrqOnly),
+            small().migrate(crate::kernel::migration::MigrationCleanup::IrrOnly),
+            small().any_of(vec![v21, Vector(0x61), Vector(0x22)]),
+        ];
+        let mut no_recheck = small();
+        no_recheck.sn_recheck = false;
+        configs.push(no_recheck);
+        for name in [
+            "copy-then-xchg",
+            "rfc",
+            "no-final-recheck",
+            "plain-clear-on",
+        ] {
+            let h = variant_by_name(name, 3).unwrap();
+            for c in &configs {
+                let full = reachable_classes(h.as_ref(), None, c, false);
+                let reduced = reachable_classes(h.as_ref(), None, c, true);
+                assert_eq!(full.len(), reduced.len(), "{name} {c:?}");
+                assert!(full == reduced, "{name} {c:?}");
+            }
+        }
+        let sw = crate::kernel::sn::sn_software_by_name("recheck").unwrap();
+        let h = variant_by_name("rfc", 3).unwrap();
+        let c = small();
+        assert!(
+            reachable_classes(h.as_ref(), Some(sw.as_ref()), &c, false)
+                == reachable_classes(h.as_ref(), Some(sw.as_ref()), &c, true)
+        );
+    }
 
     #[test]
     fn sn_program_alternates_and_rechecks_after_each_clear() {
@@ -609,13 +832,69 @@ mod tests {
             sn_next: None,
             last_was_handler: false,
         };
-        let mut t = s.clone();
-        assert_eq!(s.fingerprint(), t.fingerprint());
-        t.next_post = 1;
-        assert_ne!(s.fingerprint(), t.fingerprint());
-        let mut u = s.clone();
-        u.retriggers_sent = 1;
-        assert_ne!(s.fingerprint(), u.fingerprint());
+        let mut sink = ByteSink::default();
+        let mut fp =
+            |x: &State, reduce: bool, bounded: bool| x.fingerprint(&mut sink, reduce, bounded);
+        for (reduce, bounded) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mut t = s.clone();
+            assert_eq!(fp(&s, reduce, bounded), fp(&t, reduce, bounded));
+            t.next_post = 1;
+            assert_ne!(fp(&s, reduce, bounded), fp(&t, reduce, bounded));
+            let mut u = s.clone();
+            u.retriggers_sent = 1;
+            assert_ne!(fp(&s, reduce, bounded), fp(&u, reduce, bounded));
+        }
+        // The reduction identifies states that differ only in counts nothing reads...
+        let mut counted = s.clone();
+        counted.world.notifications = 7;
+        counted.world.posts_to_new_cpu = 2;
+        assert_eq!(fp(&s, true, false), fp(&counted, true, false));
+        assert_ne!(fp(&s, false, false), fp(&counted, false, false));
+        // ...and keeps posts minus handler calls, which the invariants read.
+        let mut a = s.clone();
+        let mut b = s.clone();
+        for (w, posted, handled) in [(&mut a.world, 2, 1), (&mut b.world, 3, 2)] {
+            w.ledger.push(super::super::model::VectorCount {
+                vector: Vector(0x21),
+                posted,
+                handled,
+                unserved: false,
+            });
+        }
+        assert_eq!(fp(&a, true, false), fp(&b, true, false));
+        assert_ne!(fp(&a, false, false), fp(&b, false, false));
+        b.world.ledger[0].handled = 3;
+        assert_ne!(fp(&a, true, false), fp(&b, true, false));
+        // Whether the handler took the last step matters only under a bound.
+        let mut last = s.clone();
+        last.last_was_handler = true;
+        assert_eq!(fp(&s, true, false), fp(&last, true, false));
+        assert_ne!(fp(&s, true, true), fp(&last, true, true));
+        assert_ne!(fp(&s, false, false), fp(&last, false, false));
+    }
+
+    #[test]
+    fn the_visited_set_keeps_the_fewest_preemptions_only_under_a_bound() {
+        let mut bounded = Visited::new(true);
+        assert!(bounded.admit(5, 2));
+        assert!(!bounded.admit(5, 2));
+        assert!(!bounded.admit(5, 3));
+        assert!(
+            bounded.admit(5, 1),
+            "fewer preemptions leave more of the bound"
+        );
+        assert!(
+            bounded.admit(6 << 64, 0),
+            "fingerprints differing in the high word"
+        );
+        assert_eq!(bounded.len(), 2);
+        let mut unbounded = Visited::new(false);
+        assert!(unbounded.admit(5, 2));
+        assert!(
+            !unbounded.admit(5, 0),
+            "without a bound, preemptions do not matter"
+        );
+        assert_eq!(unbounded.len(), 1);
     }
 
     #[test]
