@@ -179,7 +179,9 @@ mod tests {
             let b = port.call("xchg").await;
             seen.set(a * 10 + b);
         });
+        assert!(!co.is_done(), "not started yet");
         assert_eq!(co.resume(None), Step::Request("load"));
+        assert!(!co.is_done(), "suspended on its first call");
         assert_eq!(co.resume(Some(4)), Step::Request("xchg"));
         assert_eq!(co.resume(Some(2)), Step::Done);
         assert_eq!(log.get(), 42);

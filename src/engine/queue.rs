@@ -314,6 +314,17 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_is_empty_exactly_when_nothing_is_pending() {
+        let mut q = EventQueue::new();
+        assert!(q.is_empty());
+        q.schedule(SimTime(3), Priority::CPU, ());
+        assert!(!q.is_empty(), "one event pending");
+        assert_eq!(q.len(), 1);
+        q.pop();
+        assert!(q.is_empty());
+    }
+
+    #[test]
     fn pop_until_respects_limit() {
         let mut q = EventQueue::new();
         q.schedule(SimTime(5), Priority::CPU, 1);

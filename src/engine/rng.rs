@@ -58,6 +58,13 @@ mod tests {
     }
 
     #[test]
+    fn the_streams_report_the_seed_they_were_made_with() {
+        for seed in [0, 1, 7, u64::MAX] {
+            assert_eq!(RngStreams::new(seed).seed(), seed);
+        }
+    }
+
+    #[test]
     fn fnv_matches_reference_vector() {
         // Published FNV-1a 64 test vector for "a".
         assert_eq!(stable_hash(b"a"), 0xaf63_dc4c_8601_ec8c);

@@ -292,7 +292,20 @@ struct Applied {
     violation: Option<Violation>,
 }
 
-impl Explorer<'_> {
+impl<'a> Explorer<'a> {
+    fn new(
+        handler: &'a dyn PirHandler,
+        sn_software: Option<&'a dyn SnSoftware>,
+        config: &'a ExploreConfig,
+    ) -> Explorer<'a> {
+        Explorer {
+            handler,
+            sn_software,
+            config,
+            sn: sn_program(config),
+            checks: 0,
+        }
+    }
     fn enabled(&self, s: &State) -> Vec<Actor> {
         let w = &s.world;
         let mut out = Vec::with_capacity(5);
@@ -506,13 +519,7 @@ pub(crate) fn explore(
     config: &ExploreConfig,
 ) -> ExploreReport {
     let started = Instant::now();
-    let mut ex = Explorer {
-        handler,
-        sn_software,
-        config,
-        sn: sn_program(config),
-        checks: 0,
-    };
+    let mut ex = Explorer::new(handler, sn_software, config);
     let initial = initial_state(sn_software, config);
     let mut sink = ByteSink::default();
     let bounded = config.preemption_bound.is_some();
@@ -617,13 +624,7 @@ fn counterexample(
     }
     path.reverse();
     // Replay with a private checker so the report's counts are unaffected.
-    let mut replay = Explorer {
-        handler: ex.handler,
-        sn_software: ex.sn_software,
-        config: ex.config,
-        sn: ex.sn.clone(),
-        checks: 0,
-    };
+    let mut replay = Explorer::new(ex.handler, ex.sn_software, ex.config);
     let mut state = initial.clone();
     let mut steps = Vec::with_capacity(path.len());
     for (i, a) in path.iter().enumerate() {
@@ -706,13 +707,7 @@ mod tests {
         config: &ExploreConfig,
         by_reduced: bool,
     ) -> HashSet<u128> {
-        let mut ex = Explorer {
-            handler,
-            sn_software,
-            config,
-            sn: sn_program(config),
-            checks: 0,
-        };
+        let mut ex = Explorer::new(handler, sn_software, config);
         let mut sink = ByteSink::default();
         let initial = initial_state(sn_software, config);
         let mut seen = HashSet::new();
