@@ -16,6 +16,7 @@
 //! Without a bound a state is explored once. The set is only looked up, never
 //! iterated, so its order never reaches a result.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
@@ -118,7 +119,7 @@ impl State {
     /// `reduce`, the world contributes only what decides its future
     /// ([`World::hash_behaviour`]), and the "previous step was the handler's" flag
     /// only when a preemption bound makes it matter.
-    fn fingerprint(&self, sink: &mut ByteSink, reduce: bool, bounded: bool) -> u128 {
+    fn fingerprint(&self, sink: &mut ByteSink, reduce: bool, bounded: bool) -> Fingerprint {
         sink.0.clear();
         if reduce {
             let State {
@@ -140,7 +141,7 @@ impl State {
         } else {
             self.hash(sink);
         }
-        xxhash_rust::xxh3::xxh3_128(&sink.0)
+        Fingerprint::of(&sink.0)
     }
 }
 
@@ -182,7 +183,7 @@ impl Hasher for FingerprintHasher {
 
 /// A 128-bit fingerprint as two words: 8-byte aligned, so a set entry is 16 bytes,
 /// where a `u128` key takes 32.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Fingerprint([u64; 2]);
 
 impl Hash for Fingerprint {
@@ -191,8 +192,11 @@ impl Hash for Fingerprint {
     }
 }
 
-fn split(fp: u128) -> Fingerprint {
-    Fingerprint([fp as u64, (fp >> 64) as u64])
+impl Fingerprint {
+    fn of(bytes: &[u8]) -> Fingerprint {
+        let fp = xxhash_rust::xxh3::xxh3_128(bytes);
+        Fingerprint([fp as u64, (fp >> 64) as u64])
+    }
 }
 
 type FpBuild = BuildHasherDefault<FingerprintHasher>;
@@ -215,17 +219,17 @@ impl Visited {
 
     /// Records a state reached with `preemptions`; true if it must be explored (new,
     /// or reached with fewer preemptions than before).
-    fn admit(&mut self, fp: u128, preemptions: u32) -> bool {
+    fn admit(&mut self, fp: Fingerprint, preemptions: u32) -> bool {
         match self {
-            Visited::Unbounded(set) => set.insert(split(fp)),
-            Visited::Bounded(map) => match map.get_mut(&split(fp)) {
-                Some(best) if *best <= preemptions => false,
-                Some(best) => {
-                    *best = preemptions;
+            Visited::Unbounded(set) => set.insert(fp),
+            Visited::Bounded(map) => match map.entry(fp) {
+                Entry::Occupied(mut best) if *best.get() > preemptions => {
+                    best.insert(preemptions);
                     true
                 }
-                None => {
-                    map.insert(split(fp), preemptions);
+                Entry::Occupied(_) => false,
+                Entry::Vacant(slot) => {
+                    slot.insert(preemptions);
                     true
                 }
             },
@@ -306,6 +310,7 @@ impl<'a> Explorer<'a> {
             checks: 0,
         }
     }
+
     fn enabled(&self, s: &State) -> Vec<Actor> {
         let w = &s.world;
         let mut out = Vec::with_capacity(5);
@@ -706,7 +711,7 @@ mod tests {
         sn_software: Option<&dyn SnSoftware>,
         config: &ExploreConfig,
         by_reduced: bool,
-    ) -> HashSet<u128> {
+    ) -> HashSet<Fingerprint> {
         let mut ex = Explorer::new(handler, sn_software, config);
         let mut sink = ByteSink::default();
         let initial = initial_state(sn_software, config);
@@ -745,10 +750,10 @@ mod tests {
 
     /// A violation seen from a class, as one more member of the reachable set: the
     /// class, the step that broke the invariant (`None`: at quiescence) and which.
-    fn violation_mark(class: u128, actor: Option<Actor>, v: &Violation) -> u128 {
+    fn violation_mark(class: Fingerprint, actor: Option<Actor>, v: &Violation) -> Fingerprint {
         let mut sink = ByteSink::default();
-        (class, actor, v.invariant).hash(&mut sink);
-        xxhash_rust::xxh3::xxh3_128(&sink.0)
+        (class.0, actor, v.invariant).hash(&mut sink);
+        Fingerprint::of(&sink.0)
     }
 
     /// The reduction is exact if states it identifies have the same futures up to
@@ -871,22 +876,23 @@ mod tests {
     #[test]
     fn the_visited_set_keeps_the_fewest_preemptions_only_under_a_bound() {
         let mut bounded = Visited::new(true);
-        assert!(bounded.admit(5, 2));
-        assert!(!bounded.admit(5, 2));
-        assert!(!bounded.admit(5, 3));
+        let (five, other) = (Fingerprint([5, 0]), Fingerprint([5, 6]));
+        assert!(bounded.admit(five, 2));
+        assert!(!bounded.admit(five, 2));
+        assert!(!bounded.admit(five, 3));
         assert!(
-            bounded.admit(5, 1),
+            bounded.admit(five, 1),
             "fewer preemptions leave more of the bound"
         );
         assert!(
-            bounded.admit(6 << 64, 0),
-            "fingerprints differing in the high word"
+            bounded.admit(other, 0),
+            "fingerprints differing in the second word"
         );
         assert_eq!(bounded.len(), 2);
         let mut unbounded = Visited::new(false);
-        assert!(unbounded.admit(5, 2));
+        assert!(unbounded.admit(five, 2));
         assert!(
-            !unbounded.admit(5, 0),
+            !unbounded.admit(five, 0),
             "without a bound, preemptions do not matter"
         );
         assert_eq!(unbounded.len(), 1);
