@@ -431,7 +431,7 @@ mod tests {
     }
 
     #[test]
-    fn no_reduction_explores_more_states_with_the_same_verdict() {
+    fn no_reduction_reaches_the_config_and_explores_no_fewer_states_with_the_same_verdict() {
         assert!(parse(&["--variant", "rfc"]).config().unwrap().reduce);
         assert!(
             !parse(&["--variant", "rfc", "--no-reduction"])
