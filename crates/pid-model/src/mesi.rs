@@ -831,6 +831,21 @@ mod tests {
     use super::*;
     use crate::desc::{ON_BIT, SN_BIT};
 
+    #[test]
+    fn a_plain_line_sets_and_clears_one_bit_and_returns_its_old_value() {
+        let mut w = Words([0; PID_WORDS]);
+        assert!(!LineData::set_bit(&mut w, 200, true));
+        assert_eq!(w.0[3], 1 << 8, "bit 200 is word 3, bit 8");
+        assert!(LineData::set_bit(&mut w, 200, true), "already set");
+        assert!(!LineData::set_bit(&mut w, 201, true));
+        assert_eq!(w.0[3], 0b11 << 8);
+        assert!(LineData::set_bit(&mut w, 200, false));
+        assert_eq!(w.0[3], 0b10 << 8, "clearing one bit keeps its neighbour");
+        assert!(!LineData::set_bit(&mut w, 200, false), "already clear");
+        assert_eq!(w.0[3], 0b10 << 8);
+        assert_eq!(w.0.iter().filter(|&&x| x != 0).count(), 1);
+    }
+
     const C0: Agent = Agent::Core {
         cpu: CpuId(0),
         socket: 0,
