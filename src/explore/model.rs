@@ -348,8 +348,10 @@ impl World {
         (in_flight, irr, isr, entries, run).hash(h);
         h.write_usize(ledger.len());
         for c in ledger {
-            // handled <= posted, or the step that broke it already failed.
-            (c.vector, c.posted - c.handled, c.unserved).hash(h);
+            // In a search handled <= posted, or the step that broke it already failed;
+            // this is public, so a world that breaks it still hashes (to a distinct
+            // value) instead of overflowing.
+            (c.vector, c.posted.wrapping_sub(c.handled), c.unserved).hash(h);
         }
         (
             rechecks_due,
