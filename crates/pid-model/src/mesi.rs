@@ -886,13 +886,25 @@ mod tests {
         let mut l = DataLine::with_data(Words::default(), 0);
         let t0 = SimTime::ZERO + Duration::from_ns(100);
         let cost = Duration::from_ns(50);
+        assert_eq!(
+            l.busy_until(),
+            SimTime::ZERO,
+            "a cold line has nothing in flight"
+        );
         assert_eq!(l.occupy(t0, cost), t0);
+        assert_eq!(l.busy_until(), t0 + cost);
         // Issued 20 ns into the first transfer: starts when it ends.
         let t1 = t0 + Duration::from_ns(20);
         assert_eq!(l.occupy(t1, cost), t0 + cost);
+        assert_eq!(
+            l.busy_until(),
+            t0 + cost + cost,
+            "the queued transfer ends last"
+        );
         // Issued after both: no wait.
         let t2 = t0 + Duration::from_ns(500);
         assert_eq!(l.occupy(t2, cost), t2);
+        assert_eq!(l.busy_until(), t2 + cost);
         let o = l.occupancy();
         assert_eq!((o.transfers, o.waits), (3, 1));
         assert_eq!(o.wait_ps, Duration::from_ns(30).as_ps());
