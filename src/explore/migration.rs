@@ -26,14 +26,14 @@
 //! invalidates), so no post lands in A's PIR after the flush. The cleanup runs on A,
 //! so not while A's handler runs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sim_core::Vector;
 
 use super::model::{Invariant, StepNote, Violation, World};
 pub use crate::kernel::migration::MigrationCleanup;
 
 /// Where the migration of the device's interrupt has got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MigrationStep {
     /// Not started: the IRTE names A's descriptor.
@@ -47,7 +47,7 @@ pub enum MigrationStep {
 }
 
 /// A post between its IRTE fetch and its descriptor update.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FetchedPost {
     /// The vector the fetched entry names.
     pub vector: Vector,

@@ -36,6 +36,7 @@
 //! ```
 
 pub mod cli;
+mod frontier;
 pub mod migration;
 pub mod model;
 pub mod native;
@@ -455,6 +456,12 @@ pub struct ExploreReport {
     pub invariants_checked: u64,
     /// Longest path explored, in steps.
     pub max_depth: u64,
+    /// The most states waiting to be expanded at once (the breadth-first frontier).
+    pub peak_frontier_states: u64,
+    /// The most bytes the frontier held at once: its states are kept serialized
+    /// (see `frontier.rs`), so this is the search's largest memory use after the
+    /// visited set.
+    pub peak_frontier_bytes: u64,
     /// Wall-clock time of the search, seconds (the only field that differs between
     /// two identical runs).
     pub wall_time_s: f64,

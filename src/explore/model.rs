@@ -57,7 +57,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 
 use pid_model::PiDesc;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sim_core::{Vector, VectorSet};
 
 use crate::engine::Step;
@@ -135,7 +135,9 @@ impl fmt::Display for Violation {
 }
 
 /// How the handling CPU's stores reach the descriptor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum MemoryModel {
     /// Sequential consistency: every access takes effect when performed.
@@ -162,7 +164,7 @@ impl fmt::Display for MemoryModel {
 }
 
 /// A plain store of the handler's CPU that has not reached the descriptor yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BufferedStore {
     /// PIR word `word` is to become `value`.
     Pir {
@@ -185,7 +187,7 @@ impl fmt::Display for BufferedStore {
 }
 
 /// Posts and handler calls of one vector.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct VectorCount {
     /// The vector.
     pub vector: Vector,
@@ -202,7 +204,7 @@ pub struct VectorCount {
 /// The coroutine itself cannot be cloned or hashed, so a run is identified by the
 /// results it has been given: a handler is a deterministic function of them, and
 /// replaying them into a fresh coroutine brings it back to the same point.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Run {
     /// Results delivered to the coroutine so far, in order.
     pub results: Vec<u64>,
@@ -237,7 +239,7 @@ pub struct StepNote(pub String);
 /// The state of the descriptor, the APIC's notification bits, the handler and the
 /// ledger. Everything that decides the future is in here, so two equal worlds behave
 /// the same (which is what lets the explorer prune duplicates).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct World {
     /// The descriptor line's data.
     pub desc: PiDesc,

@@ -17,11 +17,14 @@
 //! iterated, so its order never reaches a result.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
 use sim_core::Vector;
+
+use super::frontier::ByteQueue;
 
 use super::model::{Invariant, StepNote, Violation, World};
 use super::retrigger::entry_coroutine;
@@ -99,7 +102,7 @@ fn sn_program(config: &ExploreConfig) -> Vec<SnStep> {
 }
 
 /// A state of the search: the world and how far each hardware actor has got.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct State {
     world: World,
     next_post: u16,
@@ -201,46 +204,67 @@ impl Fingerprint {
 
 type FpBuild = BuildHasherDefault<FingerprintHasher>;
 
+/// How many tables the visited set is split into, by a byte of the fingerprint.
+/// A hash table grows by allocating a table twice its size and moving every entry,
+/// so one table of millions of fingerprints briefly holds one and a half times its
+/// memory; a table of 256 shards grows one shard at a time.
+const VISITED_SHARDS: usize = 256;
+
 /// The fingerprints seen so far. Under a preemption bound each keeps the fewest
 /// preemptions it was reached with; without one, nothing but the fingerprint.
-enum Visited {
-    Unbounded(HashSet<Fingerprint, FpBuild>),
-    Bounded(HashMap<Fingerprint, u32, FpBuild>),
+struct Visited {
+    shards: Shards,
+    len: usize,
+}
+
+enum Shards {
+    Unbounded(Vec<HashSet<Fingerprint, FpBuild>>),
+    Bounded(Vec<HashMap<Fingerprint, u32, FpBuild>>),
 }
 
 impl Visited {
     fn new(bounded: bool) -> Visited {
-        if bounded {
-            Visited::Bounded(HashMap::default())
+        let shards = if bounded {
+            Shards::Bounded((0..VISITED_SHARDS).map(|_| HashMap::default()).collect())
         } else {
-            Visited::Unbounded(HashSet::default())
-        }
+            Shards::Unbounded((0..VISITED_SHARDS).map(|_| HashSet::default()).collect())
+        };
+        Visited { shards, len: 0 }
+    }
+
+    /// The shard of `fp`: from the second word, which the tables do not hash by, so
+    /// the entries of one shard still spread over all of its buckets.
+    fn shard(fp: Fingerprint) -> usize {
+        (fp.0[1] >> 56) as usize % VISITED_SHARDS
     }
 
     /// Records a state reached with `preemptions`; true if it must be explored (new,
     /// or reached with fewer preemptions than before).
     fn admit(&mut self, fp: Fingerprint, preemptions: u32) -> bool {
-        match self {
-            Visited::Unbounded(set) => set.insert(fp),
-            Visited::Bounded(map) => match map.entry(fp) {
+        let shard = Visited::shard(fp);
+        let (admitted, new) = match &mut self.shards {
+            Shards::Unbounded(sets) => {
+                let new = sets[shard].insert(fp);
+                (new, new)
+            }
+            Shards::Bounded(maps) => match maps[shard].entry(fp) {
                 Entry::Occupied(mut best) if *best.get() > preemptions => {
                     best.insert(preemptions);
-                    true
+                    (true, false)
                 }
-                Entry::Occupied(_) => false,
+                Entry::Occupied(_) => (false, false),
                 Entry::Vacant(slot) => {
                     slot.insert(preemptions);
-                    true
+                    (true, true)
                 }
             },
-        }
+        };
+        self.len += usize::from(new);
+        admitted
     }
 
     fn len(&self) -> usize {
-        match self {
-            Visited::Unbounded(set) => set.len(),
-            Visited::Bounded(map) => map.len(),
-        }
+        self.len
     }
 }
 
@@ -533,8 +557,9 @@ pub(crate) fn explore(
     visited.admit(fingerprint(&initial, &mut sink), 0);
     let mut nodes: Vec<Node> = Vec::new();
     // (node index or ROOT, preemptions used, depth, state)
-    let mut frontier: VecDeque<(u32, u32, u32, State)> = VecDeque::new();
-    frontier.push_back((ROOT, 0, 0, initial.clone()));
+    let mut frontier = ByteQueue::new();
+    frontier.push(&(ROOT, 0u32, 0u32, &initial));
+    let mut peak_frontier = 1;
     let mut explored: u64 = 1;
     let mut max_depth = 0;
     let mut result = ExploreResult::Pass;
@@ -544,7 +569,9 @@ pub(crate) fn explore(
         )))
     };
 
-    'search: while let Some((id, preemptions, depth, state)) = frontier.pop_front() {
+    'search: while let Some((id, preemptions, depth, state)) =
+        frontier.pop::<(u32, u32, u32, State)>()
+    {
         max_depth = max_depth.max(depth);
         for actor in ex.enabled(&state) {
             let preempts = state.last_was_handler
@@ -581,7 +608,8 @@ pub(crate) fn explore(
             }
             nodes.push(Node { parent: id, actor });
             let nid = u32::try_from(nodes.len() - 1).expect("fewer than 2^32 nodes");
-            frontier.push_back((nid, p, depth + 1, next));
+            frontier.push(&(nid, p, depth + 1, &next));
+            peak_frontier = peak_frontier.max(frontier.len());
         }
     }
     if result == ExploreResult::Pass && ex.enabled(&initial).is_empty() {
@@ -603,6 +631,8 @@ pub(crate) fn explore(
         distinct_states: visited.len() as u64,
         invariants_checked: ex.checks,
         max_depth: u64::from(max_depth),
+        peak_frontier_states: peak_frontier as u64,
+        peak_frontier_bytes: frontier.peak_bytes() as u64,
         wall_time_s,
         states_per_s: explored as f64 / wall_time_s.max(1e-9),
         result,
@@ -795,6 +825,57 @@ mod tests {
             reachable_classes(h.as_ref(), Some(sw.as_ref()), &c, false)
                 == reachable_classes(h.as_ref(), Some(sw.as_ref()), &c, true)
         );
+    }
+
+    /// The frontier keeps states only as bytes, so a state that did not decode to
+    /// itself would send the search down a path that does not exist. Checked on every
+    /// state of small searches that reach the store buffer, migration, retriggers,
+    /// vector choice and user SN software.
+    #[test]
+    fn every_reachable_state_survives_the_frontiers_encoding() {
+        let v21 = Vector(0x21);
+        let small = || ExploreConfig::with_counts(3, 2).urgent(1).sn_toggles(2);
+        let configs = [
+            small().memory_model(MemoryModel::Tso),
+            small().retriggers(1, v21, crate::kernel::retrigger::PostedMsiAck::MoveIrqOnly),
+            small().migrate(crate::kernel::migration::MigrationCleanup::IrrOnly),
+            small().any_of(vec![v21, Vector(0x61), Vector(0x22)]),
+        ];
+        let sw = crate::kernel::sn::sn_software_by_name("recheck").unwrap();
+        for name in ["copy-then-xchg", "plain-clear-on"] {
+            let h = variant_by_name(name, 3).unwrap();
+            for (c, sn) in configs
+                .iter()
+                .map(|c| (c, None))
+                .chain([(&configs[0], Some(sw.as_ref()))])
+            {
+                let mut ex = Explorer::new(h.as_ref(), sn, c);
+                let mut sink = ByteSink::default();
+                let mut seen = HashSet::new();
+                let mut todo = vec![initial_state(sn, c)];
+                let mut checked = 0;
+                while let Some(s) = todo.pop() {
+                    if !seen.insert(s.fingerprint(&mut sink, false, false)) {
+                        continue;
+                    }
+                    let mut q = ByteQueue::new();
+                    q.push(&(7u32, &s));
+                    assert_eq!(
+                        q.pop::<(u32, State)>(),
+                        Some((7, s.clone())),
+                        "{name} {c:?}"
+                    );
+                    checked += 1;
+                    for actor in ex.enabled(&s) {
+                        let applied = ex.apply(&s, actor);
+                        if applied.violation.is_none() {
+                            todo.push(applied.state);
+                        }
+                    }
+                }
+                assert!(checked > 100, "{name} {c:?}: only {checked} states");
+            }
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use sim_core::Vector;
 pub type PirWord = usize;
 
 /// One operation requested by a kernel algorithm running on a CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum CpuOp {
     /// Plain 64-bit load of PIR word `word` of this CPU's descriptor.
     LoadPir {

@@ -18,12 +18,12 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::{Call, Port};
 
 /// One operation of the SN-changing CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SnOp {
     /// `lock bts` of SN.
     SetSn,

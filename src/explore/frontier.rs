@@ -1,0 +1,134 @@
+//! The breadth-first search's queue of states still to expand, kept as bytes.
+//!
+//! A state in memory carries a fixed-size descriptor and several heap vectors (the
+//! handler's results, the ledger, the store buffer), a few hundred bytes in all. Its
+//! postcard encoding (varint integers, no padding) is a small fraction of that, and
+//! the frontier of a large search holds millions of states at once, so it is what
+//! decides the search's peak memory. Entries are appended to fixed-size chunks and a
+//! chunk is freed as soon as the search has read past it, so memory follows the
+//! number of states waiting, not the number ever queued.
+
+use std::collections::VecDeque;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Bytes per chunk. Large enough that chunk bookkeeping is negligible, small enough
+/// that a half-read chunk wastes little.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A FIFO of serialized values.
+pub(crate) struct ByteQueue {
+    chunks: VecDeque<Vec<u8>>,
+    /// How far into the front chunk the reader has got.
+    read: usize,
+    len: usize,
+    /// Bytes allocated by the chunks, and the most at any time.
+    bytes: usize,
+    peak_bytes: usize,
+}
+
+impl ByteQueue {
+    pub(crate) fn new() -> ByteQueue {
+        ByteQueue {
+            chunks: VecDeque::new(),
+            read: 0,
+            len: 0,
+            bytes: 0,
+            peak_bytes: 0,
+        }
+    }
+
+    /// Appends `value`. Values are whole within one chunk; a value larger than a
+    /// chunk gets a chunk of its own size.
+    pub(crate) fn push<T: Serialize>(&mut self, value: &T) {
+        let last = match self.chunks.back_mut() {
+            Some(c) if c.len() < CHUNK_BYTES => c,
+            _ => {
+                let chunk = Vec::with_capacity(CHUNK_BYTES);
+                self.bytes += chunk.capacity();
+                self.chunks.push_back(chunk);
+                self.chunks.back_mut().expect("just pushed")
+            }
+        };
+        let before = last.capacity();
+        let taken = std::mem::take(last);
+        *last = postcard::to_extend(value, taken)
+            .expect("explorer states serialize: no maps, no unsized sequences");
+        self.bytes += last.capacity() - before;
+        self.len += 1;
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
+    }
+
+    /// Removes and returns the oldest value.
+    pub(crate) fn pop<T: DeserializeOwned>(&mut self) -> Option<T> {
+        let front = self.chunks.front()?;
+        let (value, rest) = postcard::take_from_bytes::<T>(&front[self.read..])
+            .expect("a queued value decodes as the type it was pushed as");
+        self.read = front.len() - rest.len();
+        self.len -= 1;
+        if rest.is_empty() {
+            let freed = self.chunks.pop_front().expect("read from it");
+            self.bytes -= freed.capacity();
+            self.read = 0;
+        }
+        Some(value)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The most bytes the queue has held at once.
+    pub(crate) fn peak_bytes(&self) -> usize {
+        self.peak_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_come_out_in_the_order_they_went_in_across_chunks() {
+        let mut q = ByteQueue::new();
+        // Enough values of growing size to fill several chunks.
+        let n = 3 * CHUNK_BYTES / 100;
+        for i in 0..n {
+            q.push(&(i as u64, vec![i as u8; i % 200]));
+            if i % 3 == 0 {
+                let j = i / 3;
+                assert_eq!(
+                    q.pop::<(u64, Vec<u8>)>(),
+                    Some((j as u64, vec![j as u8; j % 200]))
+                );
+            }
+        }
+        let popped_so_far = n.div_ceil(3);
+        assert_eq!(q.len(), n - popped_so_far);
+        for j in popped_so_far..n {
+            assert_eq!(
+                q.pop::<(u64, Vec<u8>)>(),
+                Some((j as u64, vec![j as u8; j % 200]))
+            );
+        }
+        assert_eq!(q.pop::<(u64, Vec<u8>)>(), None);
+        assert_eq!(q.len(), 0);
+        assert!(q.chunks.is_empty(), "read chunks are freed");
+        assert_eq!(q.bytes, 0);
+        assert!(q.peak_bytes() >= 2 * CHUNK_BYTES);
+    }
+
+    #[test]
+    fn a_value_larger_than_a_chunk_is_kept_whole() {
+        let mut q = ByteQueue::new();
+        let big = vec![7u8; CHUNK_BYTES + 10];
+        q.push(&1u32);
+        q.push(&big);
+        q.push(&2u32);
+        assert_eq!(q.pop::<u32>(), Some(1));
+        assert_eq!(q.pop::<Vec<u8>>(), Some(big));
+        assert_eq!(q.pop::<u32>(), Some(2));
+        assert_eq!(q.pop::<u32>(), None);
+    }
+}
