@@ -108,12 +108,22 @@ impl AtomicPid {
         self.words[CONTROL_WORD].load(SeqCst) & ON_MASK != 0
     }
 
+    /// Makes `store` (if any) and then `op`, with nothing in between.
+    #[inline(always)]
+    fn perform_after(&self, store: Option<CpuOp>, op: CpuOp) -> u64 {
+        if let Some(store) = store {
+            self.perform(store);
+        }
+        self.perform(op)
+    }
+
     /// Performs one handler operation; `HandleVector`, `Eoi` and `Mfence` touch no
     /// descriptor memory, and they and the plain stores return 0 (the caller counts
     /// `HandleVector` and `Eoi`).
     ///
     /// # Panics
     /// If a PIR word index is not 0..4.
+    #[inline(always)]
     pub fn perform(&self, op: CpuOp) -> u64 {
         match op {
             CpuOp::LoadPir { word } => self.words[pir_index(word)].load(SeqCst),
@@ -178,6 +188,9 @@ pub struct NativeConfig {
     /// Most spin-loop iterations a poster waits before each post (a pseudo-random
     /// number up to this), to spread posts over the handler's race windows.
     pub max_pause_spins: u32,
+    /// End the run at the first round that loses something (to show that a broken
+    /// variant loses, without waiting out the round count).
+    pub stop_on_loss: bool,
 }
 
 impl Default for NativeConfig {
@@ -198,6 +211,7 @@ impl Default for NativeConfig {
             ],
             time_limit: Duration::from_millis(500),
             max_pause_spins: 512,
+            stop_on_loss: false,
         }
     }
 }
@@ -261,6 +275,12 @@ fn run_entry(handler: &dyn PirHandler, pid: &AtomicPid, tally: &mut Tally) {
     let mut co = Coroutine::from_boxed(|port| handler.run(CpuPort::new(port)));
     let (mut eois, mut calls) = (0, 0);
     let mut result = None;
+    // A plain store's result is always 0, so the coroutine can be resumed for the
+    // next operation before the store is made; the two are then made back to back.
+    // Resuming the coroutine between them takes longer than a store takes to leave
+    // the store buffer, so without this the load that x86 lets pass the store would
+    // never find it still buffered, and a TSO-only race could not show here.
+    let mut deferred_store: Option<CpuOp> = None;
     while let Step::Request(op) = co.resume(result.take()) {
         match op {
             CpuOp::HandleVector(v) => {
@@ -270,7 +290,19 @@ fn run_entry(handler: &dyn PirHandler, pid: &AtomicPid, tally: &mut Tally) {
             CpuOp::Eoi => eois += 1,
             _ => {}
         }
-        result = Some(pid.perform(op));
+        let store = deferred_store.take();
+        if matches!(op, CpuOp::StorePir { .. } | CpuOp::StoreClearOn) {
+            if let Some(earlier) = store {
+                pid.perform(earlier);
+            }
+            deferred_store = Some(op);
+            result = Some(0);
+            continue;
+        }
+        result = Some(pid.perform_after(store, op));
+    }
+    if let Some(store) = deferred_store {
+        pid.perform(store);
     }
     tally.entries += 1;
     tally.handled += calls;
@@ -411,6 +443,9 @@ pub fn run_native(handler: &dyn PirHandler, config: &NativeConfig) -> NativeRepo
                 stranded = true;
             }
             stranded_rounds += u64::from(stranded);
+            if stranded && config.stop_on_loss {
+                break;
+            }
         }
         shared.stop.store(true, SeqCst);
         workers
