@@ -1,4 +1,5 @@
-//! The explorer's verdicts under SC and x86-TSO, against a reference model written
+//! The explorer's verdicts under SC and x86-TSO, with SN changes and URG posts, against
+//! a reference model written
 //! separately, for the handlers whose verdict depends on the memory model.
 //!
 //! The reference shares no code with the explorer: not its world, not its actors, and
@@ -159,6 +160,10 @@ struct State {
     isr: bool,
     entries: u32,
     posts_made: usize,
+    urg_made: usize,
+    sn: bool,
+    /// Steps of the SN program done.
+    sn_done: usize,
     /// Posts and handler calls per vector.
     posted: Vec<u8>,
     handled: Vec<u8>,
@@ -174,6 +179,35 @@ struct Reference<'a> {
     entries: u32,
     /// Per post, the vectors it may carry.
     posts: Vec<&'a [Vector]>,
+    /// Posts through an IRTE with URG set: they notify whatever SN is.
+    urg_posts: Vec<Vector>,
+    /// What the other CPU does to SN, in order.
+    sn_program: Vec<SnStep>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SnStep {
+    Set,
+    Clear,
+    /// After a clear, the CPU that cleared SN owns what SN suppressed: if PIR is not
+    /// empty it test-and-sets ON and notifies if ON was clear (as KVM's
+    /// `vmx_vcpu_pi_load` checks PIR after clearing SN).
+    Recheck,
+}
+
+fn sn_program(toggles: u32, recheck: bool) -> Vec<SnStep> {
+    let mut p = Vec::new();
+    for k in 0..toggles {
+        if k % 2 == 0 {
+            p.push(SnStep::Set);
+        } else {
+            p.push(SnStep::Clear);
+            if recheck {
+                p.push(SnStep::Recheck);
+            }
+        }
+    }
+    p
 }
 
 fn word_bit(v: Vector) -> (usize, u64) {
@@ -220,12 +254,40 @@ impl Reference<'_> {
                 n.pir[w] |= bit;
                 n.unserved[w] |= bit;
                 n.posted[v.0 as usize] += 1;
-                if !n.on {
+                if !n.on && !n.sn {
                     n.on = true;
                     n.irr = true;
                 }
                 out.push(n);
             }
+        }
+        if let Some(&v) = self.urg_posts.get(s.urg_made) {
+            let mut n = s.clone();
+            n.urg_made += 1;
+            let (w, bit) = word_bit(v);
+            n.pir[w] |= bit;
+            n.unserved[w] |= bit;
+            n.posted[v.0 as usize] += 1;
+            if !n.on {
+                n.on = true;
+                n.irr = true;
+            }
+            out.push(n);
+        }
+        if let Some(&step) = self.sn_program.get(s.sn_done) {
+            let mut n = s.clone();
+            n.sn_done += 1;
+            match step {
+                SnStep::Set => n.sn = true,
+                SnStep::Clear => n.sn = false,
+                SnStep::Recheck => {
+                    if n.pir.iter().any(|&w| w != 0) && !n.on {
+                        n.on = true;
+                        n.irr = true;
+                    }
+                }
+            }
+            out.push(n);
         }
         if !s.buffer.is_empty() {
             let mut n = s.clone();
@@ -359,7 +421,11 @@ impl Reference<'_> {
             let pir_set = s.pir.iter().any(|&w| w != 0);
             // Posted, not handled since, and no longer in PIR: nothing will run it.
             let wiped = (0..4).any(|w| s.unserved[w] & !s.pir[w] != 0);
-            if (!pending && (s.on || pir_set)) || wiped {
+            // While SN is set, or its clearer's recheck is still to come, what PIR
+            // holds belongs to the CPU that changes SN.
+            let sn_owns = s.sn || self.sn_program.get(s.sn_done) == Some(&SnStep::Recheck);
+            let stranded = pir_set && !s.on && !sn_owns;
+            if (!pending && (s.on || stranded)) || wiped {
                 broken.push(Invariant::NothingLost);
             }
         }
@@ -374,6 +440,9 @@ impl Reference<'_> {
             isr: false,
             entries: 0,
             posts_made: 0,
+            urg_made: 0,
+            sn: false,
+            sn_done: 0,
             posted: vec![0; 256],
             handled: vec![0; 256],
             unserved: [0; 4],
@@ -434,6 +503,8 @@ fn compare(variant: Variant, config: &ExploreConfig) -> (HashSet<Invariant>, usi
         tso: config.memory_model == MemoryModel::Tso,
         entries: config.entries,
         posts: choices.iter().map(Vec::as_slice).collect(),
+        urg_posts: config.urg_posts.clone(),
+        sn_program: sn_program(config.sn_toggles, config.sn_recheck),
     };
     let (broken, states) = reference.check();
     let h = handler(variant);
@@ -523,4 +594,33 @@ fn the_reference_tells_the_variants_apart() {
         verdict("plain-clear-on", MemoryModel::Tso),
         HashSet::from([Invariant::NothingLost])
     );
+}
+
+#[test]
+fn verdicts_with_sn_changes_and_urgent_posts_match_the_reference_model() {
+    let v = |x: u8| Vector(x);
+    let mut failing_without_recheck = 0;
+    for variant in VARIANTS {
+        for model in [MemoryModel::Sc, MemoryModel::Tso] {
+            for (toggles, urgent) in [(1, 0), (2, 0), (2, 1), (3, 1)] {
+                for posts in [vec![v(0x21), v(0x61)], vec![v(0x21), v(0x22), v(0x61)]] {
+                    let n = posts.len() as u32;
+                    let config = ExploreConfig::with_counts(n, 3)
+                        .post_vectors(&posts)
+                        .sn_toggles(toggles)
+                        .urgent(urgent)
+                        .memory_model(model);
+                    let (with_recheck, _) = compare(variant, &config);
+                    let mut no_recheck = config.clone();
+                    no_recheck.sn_recheck = false;
+                    let (without, _) = compare(variant, &no_recheck);
+                    assert!(with_recheck.is_subset(&without), "{}", variant.name);
+                    failing_without_recheck +=
+                        usize::from(with_recheck.is_empty() && !without.is_empty());
+                }
+            }
+        }
+    }
+    // Leaving the recheck out must lose something somewhere, in both models.
+    assert!(failing_without_recheck > 0);
 }
