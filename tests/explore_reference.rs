@@ -1,6 +1,6 @@
 //! The explorer's verdicts under SC and x86-TSO, with SN changes and URG posts, against
-//! a reference model written
-//! separately, for the handlers whose verdict depends on the memory model.
+//! a reference model written separately, for the handlers whose verdict depends on
+//! the memory model.
 //!
 //! The reference shares no code with the explorer: not its world, not its actors, and
 //! not the handlers' coroutines. Each handler is written out here as a program
