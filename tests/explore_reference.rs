@@ -1,5 +1,5 @@
-//! The explorer's verdicts under SC and x86-TSO, with SN changes, URG posts and IRTE
-//! migrations, against a reference model written separately.
+//! The explorer's verdicts under SC and x86-TSO, with SN changes, URG posts, IRTE
+//! migrations and retriggers, against a reference model written separately.
 //!
 //! The reference shares no code with the explorer: not its world, not its actors, and
 //! not the handlers' coroutines. Each handler is written out here as a program
@@ -26,6 +26,7 @@ use irqsim::explore::{
     explore, ExploreConfig, ExploreResult, Invariant, MemoryModel, MigrationCleanup,
 };
 use irqsim::kernel::posted_msi::{dispatch_pending, variant_by_name};
+use irqsim::kernel::retrigger::PostedMsiAck;
 use irqsim::kernel::{CpuPort, HandlerFuture, PirHandler};
 use irqsim::sim_core::Vector;
 
@@ -178,6 +179,23 @@ struct State {
     migration: Migration,
     /// A's handler called the migrating vector's handler after its vector was freed.
     dispatched_freed: bool,
+    retriggers_sent: u32,
+    /// The retriggered device vector in the APIC: requested, in service.
+    device_irr: bool,
+    device_isr: bool,
+    /// The IDT entry of the retriggered vector, running: its next step and its EOIs.
+    idt: Option<(IdtPc, u8)>,
+    /// An IDT entry returned without exactly one EOI.
+    eoi_mismatch: bool,
+}
+
+/// The posted chip's flow for a vector taken through the IDT (`handle_edge_irq`):
+/// `irq_ack`, the device handler, the return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum IdtPc {
+    Ack,
+    Handle,
+    Iret,
 }
 
 /// Linux's affinity change of a posted MSI: `modify_irte`, `qi_flush_iec`, then the
@@ -200,6 +218,10 @@ struct Reference<'a> {
     urg_posts: Vec<Vector>,
     /// What the other CPU does to SN, in order.
     sn_program: Vec<SnStep>,
+    /// Retriggers the IRQ core sends, and whether the posted chip's ack EOIs (the fix,
+    /// when the posted handler is not active, which it never is for an IDT entry).
+    retriggers: u32,
+    ack_eois: bool,
     /// The vector whose IRTE moves to another CPU, and how A's cleanup checks it.
     migrated: Option<Vector>,
     cleanup: Option<MigrationCleanup>,
@@ -339,6 +361,42 @@ impl Reference<'_> {
             apply_store(&mut n, store);
             out.push(n);
         }
+        if s.retriggers_sent < self.retriggers {
+            let mut n = s.clone();
+            n.retriggers_sent += 1;
+            n.device_irr = true;
+            out.push(n);
+        }
+        // The notification (class 0xe) outranks the device vector: the APIC gives the
+        // device vector only with the notification neither requested nor in service.
+        if s.device_irr && !s.device_isr && !s.irr && !s.isr && s.cpu.is_none() && s.idt.is_none() {
+            let mut n = s.clone();
+            n.device_irr = false;
+            n.device_isr = true;
+            n.idt = Some((IdtPc::Ack, 0));
+            out.push(n);
+        }
+        if let Some((pc, eois)) = s.idt {
+            let mut n = s.clone();
+            match pc {
+                IdtPc::Ack => {
+                    if self.ack_eois {
+                        n.device_isr = false;
+                        n.idt = Some((IdtPc::Handle, eois + 1));
+                    } else {
+                        n.idt = Some((IdtPc::Handle, eois));
+                    }
+                }
+                // Its device handler serves no PIR bit: not a handled post.
+                IdtPc::Handle => n.idt = Some((IdtPc::Iret, eois)),
+                IdtPc::Iret => {
+                    n.eoi_mismatch |= eois != 1;
+                    n.idt = None;
+                }
+            }
+            out.push(n);
+            return out;
+        }
         match &s.cpu {
             None => {
                 if s.irr && !s.isr && s.entries < self.entries {
@@ -463,10 +521,13 @@ impl Reference<'_> {
         if s.dispatched_freed {
             broken.push(Invariant::NothingLost);
         }
+        if s.eoi_mismatch {
+            broken.push(Invariant::EoiMatchesEntry);
+        }
         if s.handled.iter().zip(&s.posted).any(|(h, p)| h > p) {
             broken.push(Invariant::HandledAtMostPosted);
         }
-        if s.cpu.is_none() || at_quiescence {
+        if (s.cpu.is_none() && s.idt.is_none()) || at_quiescence {
             let pending = s.irr || s.isr;
             let pir_set = s.pir.iter().any(|&w| w != 0);
             // Posted, not handled since, and no longer in PIR: nothing will run it.
@@ -501,6 +562,11 @@ impl Reference<'_> {
             fetched: None,
             migration: Migration::NotStarted,
             dispatched_freed: false,
+            retriggers_sent: 0,
+            device_irr: false,
+            device_isr: false,
+            idt: None,
+            eoi_mismatch: false,
         }
     }
 
@@ -571,6 +637,8 @@ fn compare(variant: Variant, config: &ExploreConfig) -> (HashSet<Invariant>, usi
         posts: choices.iter().map(Vec::as_slice).collect(),
         urg_posts: config.urg_posts.clone(),
         sn_program: sn_program(config.sn_toggles, config.sn_recheck),
+        retriggers: config.retriggers,
+        ack_eois: config.posted_msi_ack == PostedMsiAck::EoiIfInactive,
         migrated: config.migrated_vector(),
         cleanup: config.migration,
     };
@@ -721,4 +789,30 @@ fn verdicts_with_an_irte_migration_match_the_reference_model() {
         }
     }
     assert!(lost_only_without_pir_check > 0);
+}
+
+#[test]
+fn verdicts_with_retriggers_match_the_reference_model() {
+    let v = |x: u8| Vector(x);
+    let mut stall_only_before_the_fix = 0;
+    for variant in VARIANTS {
+        for model in [MemoryModel::Sc, MemoryModel::Tso] {
+            for (retriggers, toggles) in [(1, 0), (2, 0), (1, 2)] {
+                let config = ExploreConfig::with_counts(2, 3)
+                    .post_vectors(&[v(0x21), v(0x61)])
+                    .sn_toggles(toggles)
+                    .memory_model(model);
+                let with = |ack| config.clone().retriggers(retriggers, v(0x21), ack);
+                let (fixed, _) = compare(variant, &with(PostedMsiAck::EoiIfInactive));
+                let (before, _) = compare(variant, &with(PostedMsiAck::MoveIrqOnly));
+                assert!(
+                    before.contains(&Invariant::EoiMatchesEntry),
+                    "{}",
+                    variant.name
+                );
+                stall_only_before_the_fix += usize::from(fixed.is_empty());
+            }
+        }
+    }
+    assert!(stall_only_before_the_fix > 0);
 }
