@@ -1052,6 +1052,43 @@ mod tests {
         );
     }
 
+    /// The consumer fetches a line only when none of the last line's commands are left,
+    /// and the memory system's part of a fetch is added to that command alone.
+    #[test]
+    fn only_a_line_fetch_pays_the_memory_path() {
+        let c = Costs::new(&CmdqCosts::default());
+        let mut cq = q(4, SmmuFeatures::default());
+        for k in 0..6 {
+            cq.write_entry(QueuePtr(k), Command::TlbiNsnhAll.encode());
+        }
+        cq.write_prod(SimTime::ZERO, 6).unwrap();
+        let path = ns(333);
+        let mut now = SimTime::ZERO;
+        let mut fetched = Vec::new();
+        loop {
+            let fetches = cq.fetches_line();
+            let Some(start) = cq.next_consume_with_fetch(now, path) else {
+                break;
+            };
+            let fetch = if fetches {
+                c.fetch_line + path
+            } else {
+                Duration::ZERO
+            };
+            assert_eq!(
+                start.done_at,
+                now + fetch + c.decode + c.issue(&Command::TlbiNsnhAll)
+            );
+            fetched.push(fetches);
+            now = start.done_at;
+            let _ = cq.complete_consume(now).unwrap();
+        }
+        // Slots 0-3 are one line, 4-5 the next.
+        assert_eq!(fetched, [true, false, false, false, true, false]);
+        assert_eq!(cq.counters().line_fetches, 2);
+        assert!(cq.fetches_line(), "the second line is used up");
+    }
+
     /// Sixteen commands from slot 0 are four 64-byte lines; each completion signal and
     /// each command error is counted once.
     #[test]

@@ -154,6 +154,12 @@ mod tests {
         smmu.cmdq.write_entry(QueuePtr(1), sync.encode());
         smmu.cmdq.write_prod(SimTime::ZERO, 2).unwrap();
         let mut now = SimTime::ZERO;
+        // The first command fetches the line: the memory path is added to it.
+        let fetch_path = Duration::from_ns(500);
+        let first = smmu.next_consume_with_fetch(now, fetch_path).unwrap();
+        assert!(first.done_at >= now + fetch_path);
+        now = first.done_at;
+        let _ = smmu.complete_consume(now).unwrap();
         while let Some(s) = smmu.next_consume(now) {
             now = s.done_at;
             let _ = smmu.complete_consume(now).unwrap();
