@@ -63,6 +63,18 @@ fn after_the_fix_the_retriggered_vector_is_eoid_and_nothing_waits() {
     // The same pin edges are all handled, against about 70 waiting before the fix.
     let before = run(&stall_scenario(PostedMsiAck::MoveIrqOnly));
     assert!(r.msis.handled >= before.msis.handled + 40);
+    // The pin (no UIO: the plain edge handler) counts a handler run per edge taken:
+    // every edge after the fix, none after the retrigger before it.
+    let pin = &r.ioapic[0];
+    assert!(
+        pin.handler_runs > 0 && pin.handler_runs <= pin.asserted,
+        "{pin:?}"
+    );
+    assert!(
+        before.ioapic[0].handler_runs + 40 <= pin.handler_runs,
+        "{:?} vs {pin:?}",
+        before.ioapic[0]
+    );
 }
 
 #[test]

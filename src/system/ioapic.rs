@@ -508,8 +508,11 @@ impl System {
 
     /// The hardirq of pin `pin`'s vector: the UIO flow, or a plain edge handler.
     pub(super) fn ioapic_hardirq(&mut self, pin: u16, vector: Vector) -> Option<super::Algorithm> {
-        let p = &self.ioapic.as_ref()?.pins[pin as usize];
+        let p = &mut self.ioapic.as_mut()?.pins[pin as usize];
         if !p.uio {
+            // The plain edge handler runs (the caller's fallback): count its entry
+            // here, as the UIO flow counts its runs at the notify.
+            p.handler_runs += 1;
             return None;
         }
         let (chip, setup) = (Rc::clone(&p.chip), p.setup);
@@ -889,7 +892,8 @@ pub struct IoapicPinReport {
     pub replays: u64,
     /// Assertions by the device.
     pub asserted: u64,
-    /// Hardirq runs that notified the reader.
+    /// Hardirq runs: those of the UIO flow that notified the reader, or, for a pin
+    /// without UIO, entries of the plain edge handler.
     pub handler_runs: u64,
     /// Times the entry went from unmasked to masked.
     pub masks: u64,
