@@ -516,7 +516,7 @@ impl Reference<'_> {
     /// The invariants `s` breaks: handled-at-most-posted always; while no handler
     /// runs, nothing-lost: PIR or ON set with no notification pending or in service,
     /// or a vector posted since its handler last ran that is no longer in PIR.
-    fn broken(&self, s: &State, at_quiescence: bool) -> Vec<Invariant> {
+    fn broken(&self, s: &State) -> Vec<Invariant> {
         let mut broken = Vec::new();
         if s.dispatched_freed {
             broken.push(Invariant::NothingLost);
@@ -527,7 +527,8 @@ impl Reference<'_> {
         if s.handled.iter().zip(&s.posted).any(|(h, p)| h > p) {
             broken.push(Invariant::HandledAtMostPosted);
         }
-        if (s.cpu.is_none() && s.idt.is_none()) || at_quiescence {
+        // Quiescence needs no rule of its own: no entry runs there.
+        if s.cpu.is_none() && s.idt.is_none() {
             let pending = s.irr || s.isr;
             let pir_set = s.pir.iter().any(|&w| w != 0);
             // Posted, not handled since, and no longer in PIR: nothing will run it.
@@ -580,13 +581,12 @@ impl Reference<'_> {
             if !seen.insert(s.clone()) {
                 continue;
             }
-            let next = self.successors(&s);
-            let here = self.broken(&s, next.is_empty());
+            let here = self.broken(&s);
             if !here.is_empty() {
                 broken.extend(here);
                 continue;
             }
-            todo.extend(next);
+            todo.extend(self.successors(&s));
         }
         (broken, seen.len())
     }
