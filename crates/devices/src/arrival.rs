@@ -1031,7 +1031,39 @@ rate_per_s = 1e9"#
         );
         let (n, next) = g.skip_through(SimTime(40_000), SimTime(1_000_000), &mut rng);
         assert_eq!((n, next), (1, None));
+
+        // From a later origin the times shift with it, and the generator counts what
+        // it skipped as a generator stepping event by event does.
+        let origin = SimTime(100_000);
+        let mut stepped = ArrivalGenerator::load_trace(&path, false).unwrap();
+        stepped.restart(origin);
+        for _ in 0..4 {
+            stepped.next_arrival(&mut rng).unwrap();
+        }
+        g.restart(origin);
+        let first = g.next_arrival(&mut rng).unwrap();
+        assert_eq!(first, SimTime(110_000));
+        assert_eq!(
+            g.skip_through(first, SimTime(130_000), &mut rng),
+            (3, Some(SimTime(140_000)))
+        );
+        assert_eq!(g.emitted(), stepped.emitted());
+        assert_eq!(g.emitted(), 4);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A bulk Poisson count is the event at `first` plus a Poisson draw for the rest
+    /// of the span, and the next event follows `until` by one gap.
+    #[test]
+    fn a_bulk_poisson_count_is_the_first_event_and_a_draw_for_the_rest() {
+        let p = ArrivalProcess::Poisson { rate_per_s: 1e9 };
+        let (first, until) = (SimTime(0), SimTime(1_000_000_000));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut twin = rng.clone();
+        let (n, next) = p.count_through(first, until, &mut rng).unwrap();
+        let expected = 1e9 * 1e-3;
+        assert_eq!(n, 1 + poisson_count(expected, &mut twin));
+        assert_eq!(next, until + p.next_gap(&mut twin));
     }
 
     #[test]
