@@ -45,6 +45,8 @@ pub(crate) struct ByteQueue {
     /// Bytes allocated by the chunks, and the most at any time.
     bytes: usize,
     peak_bytes: usize,
+    /// The most values held at once.
+    peak_len: usize,
     /// Where a value is encoded before it is copied into a chunk, kept between pushes.
     scratch: Vec<u8>,
 }
@@ -57,6 +59,7 @@ impl ByteQueue {
             len: 0,
             bytes: 0,
             peak_bytes: 0,
+            peak_len: 0,
             scratch: Vec::new(),
         }
     }
@@ -83,6 +86,7 @@ impl ByteQueue {
         last.extend_from_slice(&scratch);
         self.scratch = scratch;
         self.len += 1;
+        self.peak_len = self.peak_len.max(self.len);
         self.peak_bytes = self.peak_bytes.max(self.bytes);
     }
 
@@ -101,8 +105,14 @@ impl ByteQueue {
         Some(value)
     }
 
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.len
+    }
+
+    /// The most values the queue has held at once.
+    pub(crate) fn peak_len(&self) -> usize {
+        self.peak_len
     }
 
     /// The most bytes the queue has held at once.
@@ -146,6 +156,8 @@ mod tests {
         assert!(q.chunks.is_empty(), "read chunks are freed");
         assert_eq!(q.bytes, 0);
         assert!(q.peak_bytes() >= 2 * CHUNK_BYTES);
+        // Two of every three values stay queued until the end.
+        assert_eq!(q.peak_len(), n - popped_so_far);
     }
 
     #[test]

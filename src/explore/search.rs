@@ -559,7 +559,6 @@ pub(crate) fn explore(
     // (node index or ROOT, preemptions used, depth, state)
     let mut frontier = ByteQueue::new();
     frontier.push(&(ROOT, 0u32, 0u32, &initial));
-    let mut peak_frontier = 1;
     let mut explored: u64 = 1;
     let mut max_depth = 0;
     let mut result = ExploreResult::Pass;
@@ -609,7 +608,6 @@ pub(crate) fn explore(
             nodes.push(Node { parent: id, actor });
             let nid = u32::try_from(nodes.len() - 1).expect("fewer than 2^32 nodes");
             frontier.push(&(nid, p, depth + 1, &next));
-            peak_frontier = peak_frontier.max(frontier.len());
         }
     }
     if result == ExploreResult::Pass && ex.enabled(&initial).is_empty() {
@@ -631,7 +629,7 @@ pub(crate) fn explore(
         distinct_states: visited.len() as u64,
         invariants_checked: ex.checks,
         max_depth: u64::from(max_depth),
-        peak_frontier_states: peak_frontier as u64,
+        peak_frontier_states: frontier.peak_len() as u64,
         peak_frontier_bytes: frontier.peak_bytes() as u64,
         wall_time_s,
         states_per_s: explored as f64 / wall_time_s.max(1e-9),
