@@ -1,8 +1,12 @@
-//! The explorer's state reduction (`ExploreConfig::reduce`, on by default) against the
-//! full search: on every shipped variant, under both memory models and with each
-//! extra actor, the verdict, the invariant a counterexample breaks, where it breaks
-//! and the counterexample's length must be the full search's. Only the number of
-//! distinct states may differ, and only downwards.
+//! The explorer's reductions against the full search (`reduce(false)`,
+//! `partial_order(false)`): on every shipped variant, under both memory models and with
+//! each extra actor, the verdict, the invariant a counterexample breaks, where it
+//! breaks and the counterexample's length must be the full search's.
+//! - The state reduction (`ExploreConfig::reduce`) may only lower the number of
+//!   distinct states.
+//! - The partial-order reduction (`ExploreConfig::partial_order`, sleep sets) drops
+//!   steps, never states: a passing search reaches exactly the distinct states, and
+//!   the depth, of the same search without it, in no more steps.
 
 use irqsim::explore::{
     explore_variant, explore_with_sn, ExploreConfig, ExploreReport, ExploreResult, MemoryModel,
@@ -31,19 +35,58 @@ fn verdict(r: &ExploreReport) -> String {
 }
 
 fn compare(name: &str, config: &ExploreConfig) -> (u64, u64) {
-    let full = explore_variant(name, DEFAULT_MAX_LOOPS, &config.clone().reduce(false)).unwrap();
-    let reduced = explore_variant(name, DEFAULT_MAX_LOOPS, &config.clone().reduce(true)).unwrap();
+    let run = |reduce: bool, partial_order: bool| {
+        let c = config.clone().reduce(reduce).partial_order(partial_order);
+        explore_variant(name, DEFAULT_MAX_LOOPS, &c).unwrap()
+    };
+    compare_runs(&format!("{name} {config:?}"), run)
+}
+
+/// Runs the full search and each reduction through `run(reduce, partial_order)`, and
+/// returns the distinct states of the full search and of the state reduction.
+fn compare_runs(label: &str, run: impl Fn(bool, bool) -> ExploreReport) -> (u64, u64) {
+    let full = run(false, false);
+    let reduced = run(true, false);
     assert_eq!(
         verdict(&full),
         verdict(&reduced),
-        "{name} {config:?}\nfull: {full}\nreduced: {reduced}"
+        "{label}\nfull: {full}\nreduced: {reduced}"
     );
     assert!(
         reduced.distinct_states <= full.distinct_states,
-        "{name}: {} reduced vs {} full",
+        "{label}: {} reduced vs {} full",
         reduced.distinct_states,
         full.distinct_states
     );
+    for (without, reduce) in [(&full, false), (&reduced, true)] {
+        let slept = run(reduce, true);
+        assert_eq!(
+            verdict(without),
+            verdict(&slept),
+            "{label}, reduce {reduce}\nwithout sleep sets: {without}\nwith: {slept}"
+        );
+        if !without.passed() {
+            continue;
+        }
+        // Without the state reduction the full search also tells apart states that
+        // differ only in whether the handler took the last step, which sleep sets
+        // must identify; nothing reads it without a preemption bound.
+        if reduce || without.config.preemption_bound.is_some() {
+            assert_eq!(slept.distinct_states, without.distinct_states, "{label}");
+        } else {
+            assert!(slept.distinct_states <= without.distinct_states, "{label}");
+        }
+        assert_eq!(
+            slept.max_depth, without.max_depth,
+            "{label}, reduce {reduce}"
+        );
+        assert!(
+            slept.states_explored <= without.states_explored,
+            "{label}, reduce {reduce}: {} steps with sleep sets, {} without",
+            slept.states_explored,
+            without.states_explored
+        );
+    }
     (full.distinct_states, reduced.distinct_states)
 }
 
@@ -100,12 +143,11 @@ fn user_sn_software_keeps_its_verdicts() {
         for name in ["copy-then-xchg", "rfc"] {
             let handler = variant_by_name(name, DEFAULT_MAX_LOOPS).unwrap();
             let software = sn_software_by_name(sn).unwrap();
-            let run = |reduce: bool| {
-                explore_with_sn(handler.as_ref(), software.as_ref(), &small().reduce(reduce))
+            let run = |reduce: bool, partial_order: bool| {
+                let c = small().reduce(reduce).partial_order(partial_order);
+                explore_with_sn(handler.as_ref(), software.as_ref(), &c)
             };
-            let (full, reduced) = (run(false), run(true));
-            assert_eq!(verdict(&full), verdict(&reduced), "{name} with {sn}");
-            assert!(reduced.distinct_states <= full.distinct_states);
+            compare_runs(&format!("{name} with {sn}"), run);
         }
     }
 }

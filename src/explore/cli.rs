@@ -97,6 +97,11 @@ pub struct ExploreArgs {
     /// same either way; this is for checking that, and for comparing state counts.
     #[arg(long)]
     pub no_reduction: bool,
+    /// Take every interleaving of independent steps, without the partial-order
+    /// reduction by sleep sets (the default). Distinct states and verdicts are the
+    /// same either way; only the steps taken (`states_explored`) differ.
+    #[arg(long)]
+    pub no_partial_order: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -135,6 +140,7 @@ impl ExploreArgs {
         c.migration = self.migration;
         c.sn_software = self.sn_software.clone();
         c.reduce = !self.no_reduction;
+        c.partial_order = !self.no_partial_order;
         Ok(c)
     }
 }

@@ -40,6 +40,7 @@ mod frontier;
 pub mod migration;
 pub mod model;
 pub mod native;
+mod por;
 mod retrigger;
 mod search;
 mod sn;
@@ -116,6 +117,12 @@ pub struct ExploreConfig {
     /// its length are those of the full search (`tests/explore_reduction.rs` compares
     /// them); only the state counts shrink. `false` explores every distinct state.
     pub reduce: bool,
+    /// Partial-order reduction by sleep sets (default; see `explore::por`): of two
+    /// independent steps enabled together, only one order is taken. It drops steps,
+    /// never states: distinct states, verdicts and counterexample lengths are those of
+    /// the search without it (`tests/explore_reduction.rs`). Off under a preemption
+    /// bound, where the two orders use different numbers of preemptions.
+    pub partial_order: bool,
 }
 
 fn hex_vector<S: Serializer>(v: &Vector, s: S) -> Result<S::Ok, S::Error> {
@@ -176,6 +183,7 @@ impl ExploreConfig {
             migration: None,
             sn_software: None,
             reduce: true,
+            partial_order: true,
         }
     }
 
@@ -202,6 +210,13 @@ impl ExploreConfig {
     /// Sets the memory model.
     pub fn memory_model(mut self, model: MemoryModel) -> ExploreConfig {
         self.memory_model = model;
+        self
+    }
+
+    /// Turns the partial-order reduction on (the default) or off
+    /// ([`ExploreConfig::partial_order`]).
+    pub fn partial_order(mut self, on: bool) -> ExploreConfig {
+        self.partial_order = on;
         self
     }
 
@@ -456,6 +471,12 @@ pub struct ExploreReport {
     pub invariants_checked: u64,
     /// Longest path explored, in steps.
     pub max_depth: u64,
+    /// Steps the partial-order reduction did not take: each would have led, by an
+    /// order of independent steps already taken, to a state reached anyway.
+    pub steps_slept: u64,
+    /// States taken from the queue a second time to take steps that were asleep the
+    /// first time but not on a later path to them (sleep sets with a visited table).
+    pub states_reopened: u64,
     /// The most states waiting to be expanded at once (the breadth-first frontier).
     pub peak_frontier_states: u64,
     /// The most bytes the frontier held at once: its states are kept serialized

@@ -120,7 +120,7 @@ impl ArrivalProcess {
             }
             ArrivalProcess::Poisson { rate_per_s } => {
                 let expected = rate_per_s * span_ps as f64 / PS_PER_S as f64;
-                if expected < BULK_POISSON_EVENTS {
+                if below_bulk_threshold(expected, BULK_POISSON_EVENTS) {
                     return None;
                 }
                 let more = poisson_count(expected, rng);
@@ -216,6 +216,13 @@ pub const BULK_POISSON_EVENTS: f64 = 4096.0;
 /// spread is under 2% of its mean for any length and gap with a finite variance, and
 /// the normal approximation's error is smaller than that spread.
 pub const BULK_BURST_CYCLES: f64 = 4096.0;
+
+/// Whether an interval expecting `expected` events (or burst cycles) is stepped
+/// rather than counted in bulk. Either side of the threshold gives the same
+/// distribution, so where exactly it falls is not observable.
+fn below_bulk_threshold(expected: f64, threshold: f64) -> bool {
+    expected < threshold
+}
 
 /// Smallest mean ON period, ns: a shorter one rounds to nothing in picoseconds.
 pub const MIN_MEAN_ON_NS: f64 = 1.0;
@@ -661,7 +668,7 @@ impl ArrivalGenerator {
         let spacing_ns = spacing.as_ns_f64();
         let mean_len = len.mean().max(1.0);
         let mean_cycle_ns = gap.mean() + (mean_len - 1.0) * spacing_ns;
-        if span_ns / mean_cycle_ns < BULK_BURST_CYCLES {
+        if below_bulk_threshold(span_ns / mean_cycle_ns, BULK_BURST_CYCLES) {
             let (stepped, next) = self.step_through(until, rng);
             return (counted + stepped - 1, next);
         }
@@ -705,7 +712,7 @@ impl ArrivalGenerator {
                 spacing: Spacing::Poisson,
                 ..
             }
-        ) && self.mean_rate_per_s() * span_s < BULK_POISSON_EVENTS
+        ) && below_bulk_threshold(self.mean_rate_per_s() * span_s, BULK_POISSON_EVENTS)
         {
             return self.step_through(until, rng);
         }
@@ -921,29 +928,81 @@ rate_per_s = 1e9"#
         ] {
             specs.push(fixed_bursts(len, gap, spacing));
         }
+        // Fixed ON and OFF periods: ON periods end on multiples of 80 ns plus 50 ns,
+        // where an event of the 10 ps spacing would fall, so some `until` below hit
+        // an end, an event, the middle of an ON period and an OFF period.
+        specs.push(
+            "kind = \"on_off\"\nrate_per_s = 1e11\nspacing = \"fixed\"\n\
+             on_ns = { kind = \"fixed\", value = 50 }\noff_ns = { kind = \"fixed\", value = 30 }"
+                .to_string(),
+        );
+        let untils = [
+            2_000_000, 1_650_000, 1_650_010, 1_649_990, 1_625_005, 1_670_000, 1_730_000,
+        ];
         for text in &specs {
-            let spec: ArrivalSpec = toml::from_str(text).unwrap();
-            let mut a = spec.generator("x", None).unwrap();
-            let mut b = a.clone();
-            let (mut ra, mut rb) = (
-                rand::rngs::StdRng::seed_from_u64(9),
-                rand::rngs::StdRng::seed_from_u64(9),
-            );
-            a.restart(SimTime::ZERO);
-            b.restart(SimTime::ZERO);
-            let first = a.next_arrival(&mut ra).unwrap();
-            assert_eq!(b.next_arrival(&mut rb), Some(first));
-            let until = SimTime(2_000_000);
-            let (n, next) = a.skip_through(first, until, &mut ra);
-            let mut m = 1;
-            let mut t = b.next_arrival(&mut rb);
-            while t.is_some_and(|t| t <= until) {
-                m += 1;
-                t = b.next_arrival(&mut rb);
+            for until in untils.map(SimTime) {
+                let spec: ArrivalSpec = toml::from_str(text).unwrap();
+                let mut a = spec.generator("x", None).unwrap();
+                let mut b = a.clone();
+                let (mut ra, mut rb) = (
+                    rand::rngs::StdRng::seed_from_u64(9),
+                    rand::rngs::StdRng::seed_from_u64(9),
+                );
+                a.restart(SimTime::ZERO);
+                b.restart(SimTime::ZERO);
+                let first = a.next_arrival(&mut ra).unwrap();
+                assert_eq!(b.next_arrival(&mut rb), Some(first));
+                let (n, next) = a.skip_through(first, until, &mut ra);
+                let mut m = 1;
+                let mut t = b.next_arrival(&mut rb);
+                while t.is_some_and(|t| t <= until) {
+                    m += 1;
+                    t = b.next_arrival(&mut rb);
+                }
+                assert_eq!((n, next), (m, t), "{text} through {until:?}");
+                assert_eq!(a.emitted(), b.emitted(), "{text} through {until:?}");
             }
-            assert_eq!((n, next), (m, t), "{text}");
-            assert_eq!(a.emitted(), b.emitted(), "{text}");
         }
+    }
+
+    /// Random numbers drawn through it, to tell a bulk count from stepping.
+    struct CountingRng(rand::rngs::StdRng, u64);
+
+    impl rand::RngCore for CountingRng {
+        fn next_u32(&mut self) -> u32 {
+            self.1 += 1;
+            self.0.next_u32()
+        }
+        fn next_u64(&mut self) -> u64 {
+            self.1 += 1;
+            self.0.next_u64()
+        }
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            self.1 += 1;
+            self.0.fill_bytes(dest)
+        }
+        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand::Error> {
+            self.1 += 1;
+            self.0.try_fill_bytes(dest)
+        }
+    }
+
+    /// An overloaded Poisson ON/OFF source is counted an ON period at a time: a
+    /// million events in 10 periods take a few draws per period, not one per event.
+    #[test]
+    fn a_busy_poisson_on_off_source_is_counted_a_period_at_a_time() {
+        let text = "kind = \"on_off\"\nrate_per_s = 1e12\n\
+                    on_ns = { kind = \"fixed\", value = 100000 }\n\
+                    off_ns = { kind = \"fixed\", value = 100000 }";
+        let spec: ArrivalSpec = toml::from_str(text).unwrap();
+        let mut g = spec.generator("x", None).unwrap();
+        let mut rng = CountingRng(rand::rngs::StdRng::seed_from_u64(3), 0);
+        g.restart(SimTime::ZERO);
+        let first = g.next_arrival(&mut rng).unwrap();
+        let until = SimTime(2_000_000_000); // 2 ms: 10 ON periods of 10^8 events
+        let (n, _) = g.skip_through(first, until, &mut rng);
+        assert!((n as f64 - 1e9).abs() < 1e6, "{n} events");
+        assert!(rng.1 < 1_000, "{} draws for {n} events", rng.1);
     }
 
     /// Counts through `until` of `trials` runs, by skipping (`skip`) or by stepping.
