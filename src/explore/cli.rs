@@ -463,6 +463,24 @@ mod tests {
     }
 
     #[test]
+    fn no_partial_order_takes_every_step_and_reaches_the_same_states() {
+        assert!(parse(&["--variant", "rfc"]).config().unwrap().partial_order);
+        let (code, slept, _) = run_small_json(&["--variant", "rfc"]);
+        let (full_code, full, _) = run_small_json(&["--variant", "rfc", "--no-partial-order"]);
+        assert_eq!((code, full_code), (0, 0));
+        assert_eq!(slept["config"]["partial_order"], true);
+        assert_eq!(full["config"]["partial_order"], false);
+        let field = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+        assert_eq!(
+            field(&slept, "distinct_states"),
+            field(&full, "distinct_states")
+        );
+        assert!(field(&slept, "steps_slept") > 0);
+        assert_eq!(field(&full, "steps_slept"), 0);
+        assert!(field(&slept, "states_explored") < field(&full, "states_explored"));
+    }
+
+    #[test]
     fn the_memory_model_flag_picks_sc_or_tso() {
         let run_model = |variant: &str, model: &str| {
             let (code, v, err) = run_small_json(&["--variant", variant, "--memory-model", model]);

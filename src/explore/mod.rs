@@ -587,6 +587,13 @@ impl fmt::Display for ExploreReport {
             self.wall_time_s,
             self.states_per_s
         )?;
+        if c.partial_order && c.preemption_bound.is_none() {
+            writeln!(
+                f,
+                "  sleep sets: {} steps slept, {} states reopened",
+                self.steps_slept, self.states_reopened
+            )?;
+        }
         if let ExploreResult::Fail(c) = &self.result {
             writeln!(f, "{c}")?;
         }
