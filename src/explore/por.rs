@@ -206,7 +206,9 @@ pub(super) fn footprint(w: &World, actor: Actor, cx: &StepContext<'_>) -> Footpr
         Actor::SnCpu if cx.sn_software => Footprint::EVERYTHING,
         Actor::SnCpu => match cx.sn_next {
             Some(SnStep::Set | SnStep::Clear) => Footprint::of(SN, SN | SN_OWNER),
-            // Reads PIR and ON; may set ON and notify.
+            // With ON set the recheck changes nothing but its own count, whatever
+            // PIR holds; with ON clear it reads PIR and may set ON and notify.
+            Some(SnStep::Recheck) if w.desc.on() => Footprint::of(ON | SN_OWNER, SN_OWNER),
             Some(SnStep::Recheck) => Footprint::of(PIR_ALL | ON | SN_OWNER, ON | IRR | SN_OWNER),
             None => Footprint::EVERYTHING,
         },

@@ -612,3 +612,20 @@ fn invalid_specs_name_their_field() {
     .validate("a")
     .is_err());
 }
+
+/// Fixed spacing is counted in closed form within an ON period too: 10^10 events of
+/// a 1 ps spacing up to the middle of one long ON period come back at once, exactly.
+#[test]
+fn a_fixed_on_off_source_counts_into_an_on_period_in_closed_form() {
+    let text = "kind = \"on_off\"\nrate_per_s = 1e12\nspacing = \"fixed\"\n\
+                on_ns = { kind = \"fixed\", value = 2e7 }\noff_ns = { kind = \"fixed\", value = 1 }";
+    let spec: ArrivalSpec = toml::from_str(text).unwrap();
+    let mut g = spec.generator("x", None).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    g.restart(SimTime::ZERO);
+    let first = g.next_arrival(&mut rng).unwrap();
+    let until = SimTime(first.as_ps() + 10_000_000_000); // 10 ms into the 20 ms period
+    let (n, next) = g.skip_through(first, until, &mut rng);
+    assert_eq!(n, 10_000_000_001, "the first event and one per ps after it");
+    assert_eq!(next, Some(SimTime(until.as_ps() + 1)));
+}
