@@ -474,8 +474,9 @@ pub struct ExploreReport {
     /// Steps the partial-order reduction did not take: each would have led, by an
     /// order of independent steps already taken, to a state reached anyway.
     pub steps_slept: u64,
-    /// States taken from the queue a second time to take steps that were asleep the
-    /// first time but not on a later path to them (sleep sets with a visited table).
+    /// States taken from the queue again: to take steps that were asleep on every
+    /// earlier path to them but not on a later one (sleep sets with a visited table),
+    /// or, under a preemption bound, reached again with fewer preemptions.
     pub states_reopened: u64,
     /// The most states waiting to be expanded at once (the breadth-first frontier).
     pub peak_frontier_states: u64,

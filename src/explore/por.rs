@@ -112,7 +112,7 @@ impl Footprint {
 }
 
 /// What the footprint of a step depends on besides the world.
-pub(super) struct StepContext<'a> {
+pub(super) struct StepContext {
     pub memory_model: MemoryModel,
     /// A migration is configured: the non-urgent device's posts read its state.
     pub migrating: bool,
@@ -120,14 +120,12 @@ pub(super) struct StepContext<'a> {
     pub sn_software: bool,
     /// The built-in SN actor's next step, if it has one.
     pub sn_next: Option<SnStep>,
-    /// The vector the non-urgent post by `Iommu(k)` would post.
-    pub post_vector: &'a dyn Fn(Actor) -> Option<Vector>,
-    /// The vector of the next urgent post.
-    pub urg_vector: Option<Vector>,
+    /// For an IOMMU actor, the vector its next post would post.
+    pub post_vector: Option<Vector>,
 }
 
 /// The footprint of `actor`'s next step in world `w`.
-pub(super) fn footprint(w: &World, actor: Actor, cx: &StepContext<'_>) -> Footprint {
+pub(super) fn footprint(w: &World, actor: Actor, cx: &StepContext) -> Footprint {
     use part::*;
     match actor {
         Actor::Handler => {
@@ -176,12 +174,7 @@ pub(super) fn footprint(w: &World, actor: Actor, cx: &StepContext<'_>) -> Footpr
         }
         Actor::Iommu(_) | Actor::IommuUrg => {
             let urg = actor == Actor::IommuUrg;
-            let vector = if urg {
-                cx.urg_vector
-            } else {
-                (cx.post_vector)(actor)
-            };
-            let Some(vector) = vector else {
+            let Some(vector) = cx.post_vector else {
                 return Footprint::EVERYTHING;
             };
             if !urg && cx.migrating {

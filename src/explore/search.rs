@@ -448,19 +448,21 @@ impl<'a> Explorer<'a> {
 
     /// What `actor`'s next step in `s` reads and writes (see [`super::por`]).
     fn footprint(&self, s: &State, actor: Actor) -> Footprint {
-        let post_vector = |a: Actor| match a {
-            Actor::Iommu(k) if !self.config.post_choices.is_empty() => {
-                self.config.post_choices.get(usize::from(k)).copied()
+        let c = self.config;
+        let post_vector = match actor {
+            Actor::Iommu(k) if !c.post_choices.is_empty() => {
+                c.post_choices.get(usize::from(k)).copied()
             }
-            _ => self.config.posts.get(usize::from(s.next_post)).copied(),
+            Actor::Iommu(_) => c.posts.get(usize::from(s.next_post)).copied(),
+            Actor::IommuUrg => c.urg_posts.get(usize::from(s.next_urg)).copied(),
+            _ => None,
         };
         let cx = StepContext {
-            memory_model: self.config.memory_model,
-            migrating: self.config.migration.is_some(),
+            memory_model: c.memory_model,
+            migrating: c.migration.is_some(),
             sn_software: self.sn_software.is_some(),
             sn_next: self.sn.get(usize::from(s.sn_step)).copied(),
-            post_vector: &post_vector,
-            urg_vector: self.config.urg_posts.get(usize::from(s.next_urg)).copied(),
+            post_vector,
         };
         footprint(&s.world, actor, &cx)
     }
