@@ -94,11 +94,7 @@ impl Dist {
     /// Checks the parameters; `field` names the distribution for the error.
     pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
         let bad = |name: &str, value: f64, allowed: &str| {
-            Err(DeviceError::InvalidParameter {
-                field: format!("{field}.{name}"),
-                value: value.to_string(),
-                allowed: allowed.into(),
-            })
+            Err(DeviceError::invalid(field, name, value, allowed))
         };
         let in_range = |v: f64| v.is_finite() && (0.0..=DIST_MAX).contains(&v);
         let non_neg = "a finite number in 0..=1e12";

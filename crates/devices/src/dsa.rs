@@ -312,10 +312,8 @@ impl Default for DsaWqConfig {
 
 impl DsaWqConfig {
     pub fn validate(&self, field: &str) -> Result<(), crate::DeviceError> {
-        let bad = |name: &str, value: String, allowed: &str| crate::DeviceError::InvalidParameter {
-            field: format!("{field}.{name}"),
-            value,
-            allowed: allowed.into(),
+        let bad = |name: &str, value: String, allowed: &str| {
+            crate::DeviceError::invalid(field, name, value, allowed)
         };
         if self.depth == 0 || self.depth > 4096 {
             return Err(bad("depth", self.depth.to_string(), "1..=4096 descriptors"));

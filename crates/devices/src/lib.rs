@@ -129,6 +129,23 @@ pub enum DeviceError {
     },
 }
 
+impl DeviceError {
+    /// `field.name = value` is not allowed; `allowed` says what is. Every validator
+    /// builds its errors here, so they all name the field the same way.
+    pub(crate) fn invalid(
+        field: &str,
+        name: &str,
+        value: impl ToString,
+        allowed: impl Into<String>,
+    ) -> DeviceError {
+        DeviceError::InvalidParameter {
+            field: format!("{field}.{name}"),
+            value: value.to_string(),
+            allowed: allowed.into(),
+        }
+    }
+}
+
 /// Checks host-side costs in CPU cycles: each must be finite and within 0..=1e9 (a
 /// second at 1 GHz, far beyond any handler). `field` names the table, `name` the entry.
 pub(crate) fn check_cycles(field: &str, costs: &[(&str, f64)]) -> Result<(), DeviceError> {

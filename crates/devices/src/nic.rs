@@ -93,11 +93,7 @@ impl NicConfig {
     /// Checks every field; `field` names the NIC for the error.
     pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
         let bad = |name: &str, value: String, allowed: String| {
-            Err(DeviceError::InvalidParameter {
-                field: format!("{field}.{name}"),
-                value,
-                allowed,
-            })
+            Err(DeviceError::invalid(field, name, value, allowed))
         };
         for (name, v) in [("rx_ring", self.rx_ring), ("tx_ring", self.tx_ring)] {
             if !(1..=65_536).contains(&v) {

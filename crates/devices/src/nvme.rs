@@ -175,11 +175,7 @@ impl NvmeConfig {
     /// Checks every field; `field` names the drive for the error.
     pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
         let bad = |name: &str, value: String, allowed: &str| {
-            Err(DeviceError::InvalidParameter {
-                field: format!("{field}.{name}"),
-                value,
-                allowed: allowed.into(),
-            })
+            Err(DeviceError::invalid(field, name, value, allowed))
         };
         if !(1..=65_535).contains(&self.queues) {
             return bad("queues", self.queues.to_string(), "1..=65535 I/O queues");

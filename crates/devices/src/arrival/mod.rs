@@ -282,11 +282,7 @@ impl ArrivalSpec {
     /// `field` names where they came from for the error.
     pub fn validate(&self, field: &str) -> Result<(), DeviceError> {
         let bad = |name: &str, value: String, allowed: &str| {
-            Err(DeviceError::InvalidParameter {
-                field: format!("{field}.{name}"),
-                value,
-                allowed: allowed.into(),
-            })
+            Err(DeviceError::invalid(field, name, value, allowed))
         };
         match self {
             ArrivalSpec::Fixed { .. } | ArrivalSpec::Poisson { .. } => {
