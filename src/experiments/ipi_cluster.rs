@@ -20,8 +20,9 @@
 //! over 1, 4, 16, 20 and 40 targets (`set` = `"sweep"`, the first N CPUs of socket 1
 //! in CPU order, capped at the socket's size). `sender_cycles` runs from the start of
 //! the call to the sender seeing the last acknowledgement; `sender_send_cycles` is the
-//! part spent in ICR WRMSRs, including waits for the APIC to hand off the previous
-//! message. Every figure comes from the model's cost tables, not from hardware.
+//! part spent in the driver's send loop: ICR WRMSRs, including waits for the APIC to
+//! hand off the previous message, and, for `flush-tlb-others-2011`, the driver's
+//! reads of the shared `flush_cpumask` it walks. Every figure comes from the model's cost tables, not from hardware.
 
 use devices::ArrivalProcess;
 use serde::Serialize;
@@ -70,7 +71,8 @@ pub struct Row {
     /// From the start of the call until the sender saw the last acknowledgement,
     /// core cycles.
     pub sender_cycles: u64,
-    /// The part of `sender_cycles` spent in ICR WRMSRs.
+    /// The part of `sender_cycles` spent in the driver's send loop: ICR WRMSRs, and the
+    /// reads of a shared mask it walks (`flush-tlb-others-2011`).
     pub sender_send_cycles: u64,
     /// `"socket1"` (the single row: every CPU of socket 1) or `"sweep"`.
     pub set: &'static str,

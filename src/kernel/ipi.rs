@@ -27,8 +27,11 @@
 //! Linux orders prior stores before the non-serializing x2APIC WRMSR), each ICR WRMSR,
 //! each CSD enqueue (a locked cmpxchg on the target's queue head), the wait for each
 //! CSD unlock, and on the target the EOI, the queue take, the function and the unlock.
-//! Not modelled: the cpumask walks themselves (a few cycles per CPU against a
-//! 150-cycle WRMSR), `cond_func` filtering, a sender that is also a target (it would
+//! A cpumask walk over the sender's own copy is not charged (a few L1 hits per CPU
+//! against a 150-cycle WRMSR). A walk over a mask other CPUs write is: 2.6.38 handed
+//! the x2APIC driver `f->flush_cpumask` itself ([`MaskHome::FlushState`]), which the
+//! targets clear with locked operations while the pre-patch driver still walks it.
+//! Not modelled: `cond_func` filtering, a sender that is also a target (it would
 //! run the function locally), the idle-polling shortcut that wakes a CPU polling on
 //! `TIF_POLLING_NRFLAG` without an IPI (targets here are idle in a halt state),
 //! lazy-TLB filtering of `native_flush_tlb_multi`.
@@ -298,6 +301,10 @@ pub enum IpiOp {
     FlushMaskSet(u8, CpuId),
     /// `cpumask_empty(f->flush_cpumask)`: a load of the line; yields 1 if empty.
     FlushMaskPoll(u8),
+    /// The x2APIC driver reading the `flush_cpumask` it was handed
+    /// ([`MaskHome::FlushState`]): one `cpumask_next` of its walk, or the patched
+    /// driver's `cpumask_copy`; a load of the line.
+    FlushMaskRead(u8),
     /// Clear `flush_mm` and `flush_va` and `raw_spin_unlock`: stores to the line.
     FlushStateUnlock(u8),
     /// Target: `cpumask_test_cpu(cpu, f->flush_cpumask)` and the load of
@@ -373,33 +380,63 @@ fn fixed_icr(vector: Vector, dest_mode: DestMode, shorthand: Shorthand, dest: u3
     )
 }
 
-/// One ICR write per CPU of `mask` (without `this_cpu` when `exclude_self`).
-async fn icr_per_cpu(
-    cpu: &IpiPort,
-    this_cpu: CpuId,
-    mask: &CpuMask,
-    exclude_self: bool,
-    icr_of: impl Fn(CpuId) -> Icr,
-) {
-    for query_cpu in mask.iter() {
-        if !(exclude_self && query_cpu == this_cpu) {
-            cpu.write_icr(icr_of(query_cpu)).await;
+/// Where the mask an x2APIC driver's send is handed lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskHome {
+    /// The sender's own copy (today's `cfd->cpumask_ipi`, a caller's local mask):
+    /// walking it costs nothing the model charges.
+    Private,
+    /// `flush_cpumask` in the `flush_state` line of this slot (Linux 2.6.38's
+    /// `flush_tlb_others_ipi`): every read of the mask is a load of that line, which
+    /// targets already interrupted are clearing with locked operations.
+    FlushState(u8),
+}
+
+impl MaskHome {
+    /// One read of the mask's words (`cpumask_next`, or `cpumask_copy`).
+    async fn read(self, cpu: &IpiPort) {
+        if let MaskHome::FlushState(slot) = self {
+            cpu.run(IpiOp::FlushMaskRead(slot)).await;
         }
     }
 }
 
-/// `x2apic_phys.c` `__x2apic_send_IPI_mask`: fence, then one ICR write per CPU of
-/// `mask` (without the sender when `exclude_self`).
+/// One ICR write per CPU of `mask` (without `this_cpu` when `exclude_self`), walking
+/// the mask where it lives: `for_each_cpu` calls `cpumask_next` once per CPU found and
+/// once more to find none. Bits ahead of the walk are only cleared by CPUs that have
+/// had their IPI, which they get after the walk has passed them, so the walk finds
+/// the CPUs of `mask`; what the live mask changes is the cost of each read.
+async fn icr_per_cpu(
+    cpu: &IpiPort,
+    this_cpu: CpuId,
+    mask: &CpuMask,
+    home: MaskHome,
+    exclude_self: bool,
+    icr_of: impl Fn(CpuId) -> Icr,
+) {
+    for query_cpu in mask.iter() {
+        home.read(cpu).await;
+        if !(exclude_self && query_cpu == this_cpu) {
+            cpu.write_icr(icr_of(query_cpu)).await;
+        }
+    }
+    home.read(cpu).await;
+}
+
+/// `x2apic_phys.c` `__x2apic_send_IPI_mask`: fence, interrupts off, one ICR write per
+/// CPU of `mask` (without the sender when `exclude_self`), walking `mask` where it
+/// lives, interrupts back on (2.6.38 and today alike).
 pub async fn x2apic_phys_send_ipi_mask(
     cpu: &IpiPort,
     maps: &ApicMaps,
     this_cpu: CpuId,
-    mask: &CpuMask,
+    (mask, home): (&CpuMask, MaskHome),
     vector: Vector,
     exclude_self: bool,
 ) {
     cpu.wrmsr_fence().await;
-    icr_per_cpu(cpu, this_cpu, mask, exclude_self, |c| {
+    cpu.run(IpiOp::LocalIrqSave).await;
+    icr_per_cpu(cpu, this_cpu, mask, home, exclude_self, |c| {
         fixed_icr(
             vector,
             DestMode::Physical,
@@ -408,21 +445,25 @@ pub async fn x2apic_phys_send_ipi_mask(
         )
     })
     .await;
+    cpu.run(IpiOp::LocalIrqRestore).await;
 }
 
-/// `x2apic_cluster.c` `__x2apic_send_IPI_mask`: fence; then, walking a copy of the
-/// mask, for each CPU still in it OR the logical IDs of every CPU of the copy in the
-/// same cluster, write ICR once in logical mode, and remove that cluster from the
-/// copy.
+/// `x2apic_cluster.c` `__x2apic_send_IPI_mask` (seed 003's patch and today): fence,
+/// interrupts off; then, walking a copy of the mask (one read of `mask` where it
+/// lives, the `cpumask_copy` into the per-CPU `ipi_mask`), for each CPU still in it OR
+/// the logical IDs of every CPU of the copy in the same cluster, write ICR once in
+/// logical mode, and remove that cluster from the copy; interrupts back on.
 pub async fn x2apic_cluster_send_ipi_mask(
     cpu: &IpiPort,
     maps: &ApicMaps,
     this_cpu: CpuId,
-    mask: &CpuMask,
+    (mask, home): (&CpuMask, MaskHome),
     vector: Vector,
     exclude_self: bool,
 ) {
     cpu.wrmsr_fence().await;
+    cpu.run(IpiOp::LocalIrqSave).await;
+    home.read(cpu).await;
     let mut tmpmsk = mask.clone();
     if exclude_self {
         tmpmsk.clear(this_cpu);
@@ -442,22 +483,23 @@ pub async fn x2apic_cluster_send_ipi_mask(
             .await;
         tmpmsk.and_not(cmsk);
     }
+    cpu.run(IpiOp::LocalIrqRestore).await;
 }
 
 /// 2.6.38 `x2apic_cluster.c` `x2apic_send_IPI_mask`, before seed 003's patch: fence,
 /// interrupts off, one logical-mode ICR write per CPU of `mask` with that CPU's
-/// logical ID, interrupts back on.
+/// logical ID, walking `mask` itself where it lives, interrupts back on.
 pub async fn x2apic_cluster_send_ipi_mask_per_cpu(
     cpu: &IpiPort,
     maps: &ApicMaps,
     this_cpu: CpuId,
-    mask: &CpuMask,
+    (mask, home): (&CpuMask, MaskHome),
     vector: Vector,
     exclude_self: bool,
 ) {
     cpu.wrmsr_fence().await;
     cpu.run(IpiOp::LocalIrqSave).await;
-    icr_per_cpu(cpu, this_cpu, mask, exclude_self, |c| {
+    icr_per_cpu(cpu, this_cpu, mask, home, exclude_self, |c| {
         fixed_icr(
             vector,
             DestMode::Logical,
@@ -495,13 +537,26 @@ pub async fn send_ipi_one(
     cpu.write_icr(icr).await;
 }
 
-/// `apic->send_IPI_mask` of the chosen driver (the sender included if in `mask`).
+/// `apic->send_IPI_mask` of the chosen driver (the sender included if in `mask`),
+/// handed a mask of the sender's own.
 pub async fn send_ipi_mask(
     cpu: &IpiPort,
     maps: &ApicMaps,
     mode: IpiMode,
     this_cpu: CpuId,
     mask: &CpuMask,
+    vector: Vector,
+) {
+    send_ipi_mask_in(cpu, maps, mode, this_cpu, (mask, MaskHome::Private), vector).await
+}
+
+/// `apic->send_IPI_mask` of the chosen driver, handed a mask that lives at `home`.
+pub async fn send_ipi_mask_in(
+    cpu: &IpiPort,
+    maps: &ApicMaps,
+    mode: IpiMode,
+    this_cpu: CpuId,
+    mask: (&CpuMask, MaskHome),
     vector: Vector,
 ) {
     match mode {
@@ -697,12 +752,17 @@ mod tests {
         assert!(c
             .iter()
             .all(|i| i.dest_mode() == DestMode::Logical && i.vector() == CALL_FUNCTION_VECTOR));
-        // Order: 40 CSD enqueues, one fence, the writes, 40 waits, the loads retire.
+        // Order: 40 CSD enqueues, one fence, interrupts off, the writes (the mask is
+        // the sender's own, so reading it is not an operation), interrupts on, 40
+        // waits, the loads retire.
         assert!(clus[..40].iter().all(|o| matches!(o, IpiOp::QueueCsd(_))));
-        assert_eq!(clus[40], IpiOp::WrmsrFence);
-        assert!(clus[44..84].iter().all(|o| matches!(o, IpiOp::WaitCsd(_))));
-        assert_eq!(clus[84], IpiOp::LoadsRetired);
-        assert_eq!(clus.len(), 40 + 1 + 3 + 40 + 1);
+        assert_eq!(clus[40..42], [IpiOp::WrmsrFence, IpiOp::LocalIrqSave]);
+        assert!(clus[42..45].iter().all(|o| matches!(o, IpiOp::WriteIcr(_))));
+        assert_eq!(clus[45], IpiOp::LocalIrqRestore);
+        assert!(clus[46..86].iter().all(|o| matches!(o, IpiOp::WaitCsd(_))));
+        assert_eq!(clus[86], IpiOp::LoadsRetired);
+        assert_eq!(clus.len(), 40 + 2 + 3 + 1 + 40 + 1);
+        assert!(!phys.iter().any(|o| matches!(o, IpiOp::FlushMaskRead(_))));
     }
 
     #[test]

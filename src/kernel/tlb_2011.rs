@@ -31,7 +31,7 @@ use std::rc::Rc;
 
 use sim_core::{CpuId, Vector};
 
-use super::ipi::{send_ipi_mask, ApicMaps, CpuMask, IpiMode, IpiOp, IpiPort};
+use super::ipi::{send_ipi_mask_in, ApicMaps, CpuMask, IpiMode, IpiOp, IpiPort, MaskHome};
 
 /// `INVALIDATE_TLB_VECTOR_START`: vectors 0xf0-0xf7 carried TLB-flush IPIs.
 pub const INVALIDATE_TLB_VECTOR_START: u8 = 0xf0;
@@ -76,7 +76,9 @@ pub async fn flush_tlb_others_ipi(
         for target in to.iter() {
             cpu.run(IpiOp::FlushMaskSet(slot, target)).await;
         }
-        send_ipi_mask(&cpu, &maps, mode, this_cpu, &to, invalidate_vector(slot)).await;
+        // 2.6.38 hands the driver `f->flush_cpumask` itself, not a copy.
+        let mask = (&to, MaskHome::FlushState(slot));
+        send_ipi_mask_in(&cpu, &maps, mode, this_cpu, mask, invalidate_vector(slot)).await;
         while cpu.run(IpiOp::FlushMaskPoll(slot)).await == 0 {
             cpu.run(IpiOp::CpuRelax).await;
         }
@@ -135,9 +137,25 @@ mod tests {
         let pre = sender_ops(IpiMode::ClusterPerCpu, 20, 0);
         let post = sender_ops(IpiMode::Cluster, 20, 0);
         assert_eq!((icr_writes(&pre), icr_writes(&post)), (20, 2));
-        // Interrupts go off around the per-CPU writes only.
-        assert!(pre.contains(&IpiOp::LocalIrqSave) && pre.contains(&IpiOp::LocalIrqRestore));
-        assert!(!post.contains(&IpiOp::LocalIrqSave));
+        let count = |ops: &[IpiOp], op: IpiOp| ops.iter().filter(|&&o| o == op).count();
+        // Both drivers mask interrupts around their writes.
+        for ops in [&pre, &post] {
+            assert_eq!(count(ops, IpiOp::LocalIrqSave), 1);
+            assert_eq!(count(ops, IpiOp::LocalIrqRestore), 1);
+        }
+        // 2.6.38 hands the driver `f->flush_cpumask` itself: the pre-patch driver
+        // walks it (one `cpumask_next` per target and one that finds none), each
+        // read before the write it decides; the patch copies it once.
+        assert_eq!(count(&pre, IpiOp::FlushMaskRead(0)), 21);
+        assert_eq!(count(&post, IpiOp::FlushMaskRead(0)), 1);
+        for (i, op) in pre.iter().enumerate() {
+            if let IpiOp::WriteIcr(_) = op {
+                assert_eq!(pre[i - 1], IpiOp::FlushMaskRead(0));
+            }
+        }
+        let first_icr = post.iter().position(|o| matches!(o, IpiOp::WriteIcr(_)));
+        let copy = post.iter().position(|&o| o == IpiOp::FlushMaskRead(0));
+        assert!(copy < first_icr);
         for ops in [&pre, &post] {
             assert_eq!(ops[0], IpiOp::FlushStateLock(0));
             assert_eq!(ops.last(), Some(&IpiOp::FlushStateUnlock(0)));

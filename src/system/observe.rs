@@ -105,6 +105,7 @@ impl CpuActivity {
                     IpiOp::FlushStateFill(s) => format!("flush_state {s} fill"),
                     IpiOp::FlushMaskSet(s, t) => format!("flush_state {s} set cpu{}", t.0),
                     IpiOp::FlushMaskPoll(s) => format!("flush_state {s} poll"),
+                    IpiOp::FlushMaskRead(s) => format!("flush_state {s} mask walk"),
                     IpiOp::FlushStateUnlock(s) => format!("flush_state {s} unlock"),
                     IpiOp::FlushMaskTest(s) => format!("flush_state {s} test"),
                     IpiOp::FlushTlbLocal => "local TLB flush".into(),

@@ -271,7 +271,8 @@ pub struct SenderPhases {
     pub queue_csd_ps: u64,
     /// The WRMSR fence before ICR writes, and masking interrupts around them.
     pub fence_ps: u64,
-    /// ICR WRMSRs.
+    /// ICR WRMSRs, and the driver's reads of a shared mask it walks (2.6.38's
+    /// `flush_cpumask`).
     pub icr_ps: u64,
     /// `csd_lock_wait`: polling and spinning until every target's unlock is seen (for
     /// `flush-tlb-others-2011`: polling `flush_cpumask` until it is empty).
@@ -287,7 +288,8 @@ impl SenderPhases {
             | IpiOp::FlushMaskSet(..)
             | IpiOp::FlushStateUnlock(_) => &mut self.queue_csd_ps,
             IpiOp::WrmsrFence | IpiOp::LocalIrqSave | IpiOp::LocalIrqRestore => &mut self.fence_ps,
-            IpiOp::WriteIcr(_) => &mut self.icr_ps,
+            // The driver's walk of a shared mask is part of sending.
+            IpiOp::WriteIcr(_) | IpiOp::FlushMaskRead(_) => &mut self.icr_ps,
             IpiOp::WaitCsd(_) | IpiOp::LoadsRetired | IpiOp::FlushMaskPoll(_) | IpiOp::CpuRelax => {
                 &mut self.wait_ps
             }
@@ -716,6 +718,7 @@ impl System {
             | IpiOp::FlushStateFill(_)
             | IpiOp::FlushMaskSet(..)
             | IpiOp::FlushMaskPoll(_)
+            | IpiOp::FlushMaskRead(_)
             | IpiOp::FlushStateUnlock(_)
             | IpiOp::FlushMaskTest(_)
             | IpiOp::FlushTlbLocal

@@ -8,6 +8,7 @@
 //! | `FlushStateFill(s)` | two stores (mm, va) | none |
 //! | `FlushMaskSet(s, t)` | a store to the mask word | t's bit set at issue |
 //! | `FlushMaskPoll(s)` | a load of the line | yields 1 if the mask is empty |
+//! | `FlushMaskRead(s)` | a load of the line | none (the x2APIC driver's walk of the mask) |
 //! | `FlushStateUnlock(s)` | two stores (mm, lock) | released at issue |
 //! | `FlushMaskTest(s)` | a load of the line | yields 1 if this CPU's bit is set |
 //! | `FlushTlbLocal` | `ipi.func_cycles` | none |
@@ -113,6 +114,11 @@ impl System {
                 let f = self.flush_state(slot);
                 let d = access(f, LineOp::Load { word: MASK_WORD }, now);
                 Issued::Busy(d, f.mask.is_empty() as u64)
+            }
+            IpiOp::FlushMaskRead(slot) => {
+                let f = self.flush_state(slot);
+                let d = access(f, LineOp::Load { word: MASK_WORD }, now);
+                Issued::Busy(d, 0)
             }
             IpiOp::FlushStateUnlock(slot) => {
                 let f = self.flush_state(slot);
