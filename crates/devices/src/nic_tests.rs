@@ -540,3 +540,74 @@ fn a_poll_unparks_the_ring_after_its_drops_are_settled() {
     assert_eq!(q.counters().rx_arrived, 21);
     q.check_conservation();
 }
+
+#[test]
+fn a_shared_wire_completes_each_packet_at_its_time_but_never_before_the_one_ahead() {
+    let mut q = queue(
+        NicConfig {
+            tx_ring: 4,
+            itr_interval: 0,
+            ..NicConfig::default()
+        },
+        None,
+    );
+    let mut r = rng();
+    assert!(q.tx_has_room());
+    // The caller's schedule: 5 us, then 3 us (not before the packet ahead), then 9 us.
+    for done in [5, 3, 9] {
+        assert_eq!(q.transmit_done_at(us(1), us(done)), TxOutcome::Queued);
+        assert!(
+            q.tx_has_room(),
+            "{} of 4 descriptors used",
+            q.tx_in_flight()
+        );
+    }
+    assert_eq!(q.transmit_done_at(us(1), us(2)), TxOutcome::Queued);
+    assert!(!q.tx_has_room(), "4 of 4 in flight");
+    assert_eq!(q.transmit_done_at(us(1), us(2)), TxOutcome::RingFull);
+    let c = q.counters();
+    assert_eq!((c.tx_offered, c.tx_rejected_ring_full), (5, 1));
+    assert_eq!(q.next_event(), Some(us(5)));
+
+    // The first two complete together at 5 us; their MSI masks the vector.
+    let mut out = Vec::new();
+    assert_eq!(q.advance(us(5), &mut r, &mut out), Some(us(9)));
+    assert_eq!(msi_times(&out), vec![us(5)]);
+    assert_eq!((q.tx_in_flight(), q.tx_pending_clean()), (2, 2));
+    assert!(
+        !q.tx_has_room(),
+        "completed descriptors hold the ring until cleaned"
+    );
+    assert_eq!(q.transmit_done_at(us(5), us(6)), TxOutcome::RingFull);
+    assert_eq!(q.poll(64, 1).tx, 1);
+    assert!(q.tx_has_room(), "3 of 4 after one clean");
+    assert_eq!(q.transmit_done_at(us(5), us(6)), TxOutcome::Queued);
+    assert!(!q.tx_has_room());
+
+    // The one queued at 6 us waits for the 9 us one ahead of it; the last at 9 us too.
+    out.clear();
+    q.advance(us(9), &mut r, &mut out);
+    assert_eq!((q.tx_in_flight(), q.tx_pending_clean()), (0, 4));
+    assert_eq!(q.counters().tx_sent, 5);
+    assert_eq!(q.counters().tx_offered, 7);
+    q.check_conservation();
+}
+
+#[test]
+fn an_empty_poll_of_a_full_parked_ring_leaves_it_parked() {
+    let cfg = ring_of_8_unthrottled();
+    let mut q = queue(cfg, Some(every_us(1.0)));
+    let mut r = rng();
+    let mut out = Vec::new();
+    q.start(SimTime::ZERO, &mut r);
+    q.advance(us(8), &mut r, &mut out);
+    assert_eq!((q.rx_pending(), q.next_event()), (8, None));
+    // A poll with no RX budget takes nothing and frees no room: still no wake-up for
+    // arrivals that could only be dropped.
+    let p = q.poll(0, 64);
+    assert_eq!((p.rx, p.tx, p.under_budget), (0, 0, false));
+    assert_eq!(q.next_event(), None);
+    assert_eq!(q.counters().polls_empty, 1);
+    assert_eq!(q.counters().polls_at_budget, 1);
+    q.check_conservation();
+}
