@@ -579,8 +579,8 @@ impl fmt::Display for ExploreReport {
         )?;
         writeln!(
             f,
-            "  states explored {}, distinct states {}, invariants checked {}, max depth {}, \
-             wall time {:.3} s ({:.0} states/s)",
+            "  steps taken (states_explored) {}, distinct states {}, invariants checked {}, \
+             max depth {}, wall time {:.3} s ({:.0} steps/s)",
             self.states_explored,
             self.distinct_states,
             self.invariants_checked,
