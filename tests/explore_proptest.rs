@@ -13,9 +13,9 @@ use irqsim::iommu_sim::vtd::{
 };
 use irqsim::kernel::posted_msi::variant_by_name;
 use irqsim::kernel::PirHandler;
-use std::rc::Rc;
+use std::sync::Arc;
 
-fn handler(name: &str, max_loops: u32) -> Rc<dyn PirHandler> {
+fn handler(name: &str, max_loops: u32) -> Arc<dyn PirHandler> {
     variant_by_name(name, max_loops).unwrap().into()
 }
 use irqsim::pid_model::desc::{ON_BIT, SN_BIT};
@@ -110,7 +110,7 @@ proptest! {
         variant in 0..CORRECT.len(),
         max_loops in 0u32..4,
     ) {
-        let h: Rc<dyn PirHandler> = variant_by_name(CORRECT[variant], max_loops).unwrap().into();
+        let h: Arc<dyn PirHandler> = variant_by_name(CORRECT[variant], max_loops).unwrap().into();
         let run = run_timed(&h, &schedule);
         prop_assert!(run.passed(), "{}:\n{}", CORRECT[variant], run);
         prop_assert!(run.handled <= schedule.posts.len() as u64);
@@ -124,7 +124,7 @@ proptest! {
     /// The KVM order, explored the same way (its exhaustive verdict is a pass too).
     #[test]
     fn kvm_clear_on_first_holds_every_invariant_on_any_schedule(schedule in schedule_strategy()) {
-        let h: Rc<dyn PirHandler> = variant_by_name("kvm-clear-on-first", 3).unwrap().into();
+        let h: Arc<dyn PirHandler> = variant_by_name("kvm-clear-on-first", 3).unwrap().into();
         let run = run_timed(&h, &schedule);
         prop_assert!(run.passed(), "{}", run);
     }
@@ -140,7 +140,7 @@ fn shrunk_failure(variant: &str, cases: u32) -> Option<TimedSchedule> {
     };
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
-    let h: Rc<dyn PirHandler> = variant_by_name(variant, 3).unwrap().into();
+    let h: Arc<dyn PirHandler> = variant_by_name(variant, 3).unwrap().into();
     let result = runner.run(&schedule_strategy(), |schedule| {
         let run = run_timed(&h, &schedule);
         if run.passed() {
@@ -161,7 +161,7 @@ fn broken_variants_fail_and_shrink_to_a_minimal_schedule() {
     for variant in ["no-final-recheck", "xchg-word0"] {
         let shrunk = shrunk_failure(variant, 512)
             .unwrap_or_else(|| panic!("{variant}: no failing schedule found"));
-        let h: Rc<dyn PirHandler> = variant_by_name(variant, 3).unwrap().into();
+        let h: Arc<dyn PirHandler> = variant_by_name(variant, 3).unwrap().into();
         // proptest's shrinking ends in a local minimum; `minimize` finishes the job.
         let s = minimize(&h, &shrunk);
         let run = run_timed(&h, &s);

@@ -102,6 +102,10 @@ pub struct ExploreArgs {
     /// same either way; only the steps taken (`states_explored`) differ.
     #[arg(long)]
     pub no_partial_order: bool,
+    /// Threads that expand states (default 0: every core). The verdict, the
+    /// counterexample and every count are the same for any number.
+    #[arg(long, default_value_t = 0)]
+    pub threads: u32,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -141,6 +145,7 @@ impl ExploreArgs {
         c.sn_software = self.sn_software.clone();
         c.reduce = !self.no_reduction;
         c.partial_order = !self.no_partial_order;
+        c.threads = self.threads;
         Ok(c)
     }
 }
@@ -459,6 +464,26 @@ mod tests {
             let states = |v: &serde_json::Value| v["distinct_states"].as_u64().unwrap();
             assert!(states(&reduced) <= states(&full), "{variant}");
             assert!(reduced["states_per_s"].as_f64().unwrap() > 0.0);
+        }
+    }
+
+    #[test]
+    fn threads_reach_the_config_and_change_no_count() {
+        assert_eq!(parse(&["--variant", "rfc"]).config().unwrap().threads, 0);
+        let c = parse(&["--variant", "rfc", "--threads", "3"])
+            .config()
+            .unwrap();
+        assert_eq!(c.threads, 3);
+        let (_, one, _) = run_small_json(&["--variant", "no-final-recheck", "--threads", "1"]);
+        let (_, three, _) = run_small_json(&["--variant", "no-final-recheck", "--threads", "3"]);
+        assert_eq!(three["config"]["threads"], 3);
+        for key in [
+            "states_explored",
+            "distinct_states",
+            "invariants_checked",
+            "result",
+        ] {
+            assert_eq!(one[key], three[key], "{key}");
         }
     }
 

@@ -20,7 +20,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// Postcard output that pushes byte by byte. Postcard's own `Vec` output copies each
 /// field's one to five bytes with a call to `memmove`, and with a few hundred small
 /// fields per state that call was a tenth of the search's time (`perf`).
-struct BytePush<'a>(&'a mut Vec<u8>);
+pub(crate) struct BytePush<'a>(pub(crate) &'a mut Vec<u8>);
 
 impl postcard::ser_flavors::Flavor for BytePush<'_> {
     type Output = ();
@@ -64,37 +64,47 @@ impl ByteQueue {
         }
     }
 
-    /// Appends `value`. Values are whole within one chunk, and a chunk never grows
-    /// past the capacity it was made with (growing would copy the whole chunk): a
-    /// value that does not fit in the last chunk starts a new one, and a value larger
-    /// than a chunk gets a chunk of its own size.
-    pub(crate) fn push<T: Serialize>(&mut self, value: &T) {
+    /// Appends `header` followed by `body`, bytes already encoded by the caller (a
+    /// worker thread encodes the states it makes; the queue only copies them). Frames
+    /// are whole within one chunk, and a chunk never grows past the capacity it was
+    /// made with (growing would copy the whole chunk): a frame that does not fit in the
+    /// last chunk starts a new one, and one larger than a chunk gets a chunk of its own
+    /// size.
+    pub(crate) fn push_framed<H: Serialize>(&mut self, header: &H, body: &[u8]) {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        postcard::serialize_with_flavor(value, BytePush(&mut scratch))
-            .expect("explorer states serialize: no maps, no unsized sequences");
+        postcard::serialize_with_flavor(header, BytePush(&mut scratch))
+            .expect("a frame header serializes");
+        let len = u32::try_from(body.len()).expect("a frame body under 4 GiB");
+        scratch.extend_from_slice(&len.to_le_bytes());
+        let total = scratch.len() + body.len();
         let fits = self
             .chunks
             .back()
-            .is_some_and(|c| c.capacity() - c.len() >= scratch.len());
+            .is_some_and(|c| c.capacity() - c.len() >= total);
         if !fits {
-            let chunk = Vec::with_capacity(CHUNK_BYTES.max(scratch.len()));
+            let chunk = Vec::with_capacity(CHUNK_BYTES.max(total));
             self.bytes += chunk.capacity();
             self.chunks.push_back(chunk);
         }
         let last = self.chunks.back_mut().expect("a chunk with room");
         last.extend_from_slice(&scratch);
+        last.extend_from_slice(body);
         self.scratch = scratch;
         self.len += 1;
         self.peak_len = self.peak_len.max(self.len);
         self.peak_bytes = self.peak_bytes.max(self.bytes);
     }
 
-    /// Removes and returns the oldest value.
-    pub(crate) fn pop<T: DeserializeOwned>(&mut self) -> Option<T> {
+    /// Removes the oldest frame: returns its header and appends its body to `body`.
+    pub(crate) fn pop_framed<H: DeserializeOwned>(&mut self, body: &mut Vec<u8>) -> Option<H> {
         let front = self.chunks.front()?;
-        let (value, rest) = postcard::take_from_bytes::<T>(&front[self.read..])
-            .expect("a queued value decodes as the type it was pushed as");
+        let (header, rest) = postcard::take_from_bytes::<H>(&front[self.read..])
+            .expect("a queued frame's header decodes as the type it was pushed as");
+        let (len, rest) = rest.split_at(4);
+        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+        body.extend_from_slice(&rest[..len]);
+        let rest = &rest[len..];
         self.read = front.len() - rest.len();
         self.len -= 1;
         if rest.is_empty() {
@@ -102,7 +112,19 @@ impl ByteQueue {
             self.bytes -= freed.capacity();
             self.read = 0;
         }
-        Some(value)
+        Some(header)
+    }
+
+    /// Counts `values` taken out (`bytes` of them) but not yet done with, as if still
+    /// queued, in the peaks: the batch a search is expanding.
+    pub(crate) fn observe_taken(&mut self, values: usize, bytes: usize) {
+        self.peak_len = self.peak_len.max(self.len + values);
+        self.peak_bytes = self.peak_bytes.max(self.bytes + bytes);
+    }
+
+    /// Values waiting.
+    pub(crate) fn waiting(&self) -> usize {
+        self.len
     }
 
     #[cfg(test)]
@@ -125,19 +147,21 @@ impl ByteQueue {
 mod tests {
     use super::*;
 
+    fn pop(q: &mut ByteQueue) -> Option<(u64, Vec<u8>)> {
+        let mut body = Vec::new();
+        q.pop_framed::<u64>(&mut body).map(|h| (h, body))
+    }
+
     #[test]
     fn values_come_out_in_the_order_they_went_in_across_chunks() {
         let mut q = ByteQueue::new();
         // Enough values of growing size to fill several chunks.
         let n = 3 * CHUNK_BYTES / 100;
         for i in 0..n {
-            q.push(&(i as u64, vec![i as u8; i % 200]));
+            q.push_framed(&(i as u64), &vec![i as u8; i % 200]);
             if i % 3 == 0 {
                 let j = i / 3;
-                assert_eq!(
-                    q.pop::<(u64, Vec<u8>)>(),
-                    Some((j as u64, vec![j as u8; j % 200]))
-                );
+                assert_eq!(pop(&mut q), Some((j as u64, vec![j as u8; j % 200])));
             }
         }
         // Chunks are never grown (a grown chunk is copied whole).
@@ -146,12 +170,9 @@ mod tests {
         let popped_so_far = n.div_ceil(3);
         assert_eq!(q.len(), n - popped_so_far);
         for j in popped_so_far..n {
-            assert_eq!(
-                q.pop::<(u64, Vec<u8>)>(),
-                Some((j as u64, vec![j as u8; j % 200]))
-            );
+            assert_eq!(pop(&mut q), Some((j as u64, vec![j as u8; j % 200])));
         }
-        assert_eq!(q.pop::<(u64, Vec<u8>)>(), None);
+        assert_eq!(pop(&mut q), None);
         assert_eq!(q.len(), 0);
         assert!(q.chunks.is_empty(), "read chunks are freed");
         assert_eq!(q.bytes, 0);
@@ -161,15 +182,35 @@ mod tests {
     }
 
     #[test]
+    fn frames_keep_their_headers_and_bodies_in_order() {
+        let mut q = ByteQueue::new();
+        let n = 2 * CHUNK_BYTES / 300;
+        let body = |i: usize| vec![(i % 251) as u8; 100 + i % 400];
+        for i in 0..n {
+            q.push_framed(&(i as u32, u64::MAX - i as u64), &body(i));
+        }
+        assert_eq!(q.waiting(), n);
+        assert!(q.chunks.len() >= 2);
+        let mut out = Vec::new();
+        for i in 0..n {
+            out.clear();
+            let h: (u32, u64) = q.pop_framed(&mut out).unwrap();
+            assert_eq!((h, &out), ((i as u32, u64::MAX - i as u64), &body(i)));
+        }
+        assert_eq!(q.pop_framed::<(u32, u64)>(&mut out), None);
+        assert!(q.chunks.is_empty() && q.bytes == 0);
+    }
+
+    #[test]
     fn a_value_larger_than_a_chunk_is_kept_whole() {
         let mut q = ByteQueue::new();
         let big = vec![7u8; CHUNK_BYTES + 10];
-        q.push(&1u32);
-        q.push(&big);
-        q.push(&2u32);
-        assert_eq!(q.pop::<u32>(), Some(1));
-        assert_eq!(q.pop::<Vec<u8>>(), Some(big));
-        assert_eq!(q.pop::<u32>(), Some(2));
-        assert_eq!(q.pop::<u32>(), None);
+        q.push_framed(&1u64, &[]);
+        q.push_framed(&2u64, &big);
+        q.push_framed(&3u64, &[1]);
+        assert_eq!(pop(&mut q), Some((1, vec![])));
+        assert_eq!(pop(&mut q), Some((2, big)));
+        assert_eq!(pop(&mut q), Some((3, vec![1])));
+        assert_eq!(pop(&mut q), None);
     }
 }

@@ -123,6 +123,9 @@ pub struct ExploreConfig {
     /// the search without it (`tests/explore_reduction.rs`). Off under a preemption
     /// bound, where the two orders use different numbers of preemptions.
     pub partial_order: bool,
+    /// Threads that expand states, 0 for every core (the default). The search and
+    /// its report are the same for any number: see `explore::search::batch`.
+    pub threads: u32,
 }
 
 fn hex_vector<S: Serializer>(v: &Vector, s: S) -> Result<S::Ok, S::Error> {
@@ -184,6 +187,7 @@ impl ExploreConfig {
             sn_software: None,
             reduce: true,
             partial_order: true,
+            threads: 0,
         }
     }
 

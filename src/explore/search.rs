@@ -19,22 +19,23 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use sim_core::Vector;
 
-use super::frontier::ByteQueue;
-use super::por::{footprint, sleep_bit, Footprint, StepContext};
+use super::por::{footprint, Footprint, StepContext};
 
 use super::model::{Invariant, StepNote, Violation, World};
 use super::retrigger::entry_coroutine;
 use super::sn::advance_sn;
-use super::{Counterexample, ExploreConfig, ExploreReport, ExploreResult, TraceStep};
+use super::{Counterexample, ExploreConfig, TraceStep};
 use crate::engine::Step;
 use crate::kernel::retrigger::PostedMsiAck;
 use crate::kernel::sn::{SnOp, SnSoftware};
 use crate::kernel::{CpuOp, PirHandler};
+
+mod batch;
+pub(crate) use batch::explore;
 
 /// Who takes a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -264,6 +265,61 @@ enum Admission {
     Reopen { woken: u32, asleep: u32 },
 }
 
+/// One shard of the visited set.
+enum ShardMut<'a> {
+    Unbounded(&'a mut HashSet<Fingerprint, FpBuild>),
+    Bounded(&'a mut HashMap<Fingerprint, u32, FpBuild>),
+    Sleeping(&'a mut HashMap<SleepKey, u32, FpBuild>),
+}
+
+impl ShardMut<'_> {
+    /// [`Visited::admit`] within this shard (which must be `fp`'s).
+    fn admit(&mut self, fp: Fingerprint, preemptions: u32, asleep: u32) -> Admission {
+        match self {
+            ShardMut::Unbounded(set) => {
+                if set.insert(fp) {
+                    Admission::New
+                } else {
+                    Admission::Known
+                }
+            }
+            ShardMut::Bounded(map) => match map.entry(fp) {
+                Entry::Occupied(mut best) if *best.get() > preemptions => {
+                    best.insert(preemptions);
+                    // Everything again: more of its future fits in the bound.
+                    Admission::Reopen {
+                        woken: u32::MAX,
+                        asleep: 0,
+                    }
+                }
+                Entry::Occupied(_) => Admission::Known,
+                Entry::Vacant(slot) => {
+                    slot.insert(preemptions);
+                    Admission::New
+                }
+            },
+            ShardMut::Sleeping(map) => match map.entry(SleepKey::of(fp)) {
+                Entry::Occupied(mut slept) => {
+                    let woken = *slept.get() & !asleep;
+                    if woken == 0 {
+                        Admission::Known
+                    } else {
+                        *slept.get_mut() &= asleep;
+                        Admission::Reopen {
+                            woken,
+                            asleep: *slept.get(),
+                        }
+                    }
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(asleep);
+                    Admission::New
+                }
+            },
+        }
+    }
+}
+
 impl Visited {
     fn new(bounded: bool, sleeping: bool) -> Visited {
         let shards = if bounded {
@@ -287,49 +343,29 @@ impl Visited {
     fn admit(&mut self, fp: Fingerprint, preemptions: u32, asleep: u32) -> Admission {
         let shard = Visited::shard(fp);
         let admission = match &mut self.shards {
-            Shards::Unbounded(sets) => {
-                if sets[shard].insert(fp) {
-                    Admission::New
-                } else {
-                    Admission::Known
-                }
-            }
-            Shards::Bounded(maps) => match maps[shard].entry(fp) {
-                Entry::Occupied(mut best) if *best.get() > preemptions => {
-                    best.insert(preemptions);
-                    // Everything again: more of its future fits in the bound.
-                    Admission::Reopen {
-                        woken: u32::MAX,
-                        asleep: 0,
-                    }
-                }
-                Entry::Occupied(_) => Admission::Known,
-                Entry::Vacant(slot) => {
-                    slot.insert(preemptions);
-                    Admission::New
-                }
-            },
-            Shards::Sleeping(maps) => match maps[shard].entry(SleepKey::of(fp)) {
-                Entry::Occupied(mut slept) => {
-                    let woken = *slept.get() & !asleep;
-                    if woken == 0 {
-                        Admission::Known
-                    } else {
-                        *slept.get_mut() &= asleep;
-                        Admission::Reopen {
-                            woken,
-                            asleep: *slept.get(),
-                        }
-                    }
-                }
-                Entry::Vacant(slot) => {
-                    slot.insert(asleep);
-                    Admission::New
-                }
-            },
-        };
+            Shards::Unbounded(sets) => ShardMut::Unbounded(&mut sets[shard]),
+            Shards::Bounded(maps) => ShardMut::Bounded(&mut maps[shard]),
+            Shards::Sleeping(maps) => ShardMut::Sleeping(&mut maps[shard]),
+        }
+        .admit(fp, preemptions, asleep);
         self.len += usize::from(admission == Admission::New);
         admission
+    }
+
+    /// Every shard, in order, to admit into from several threads at once (each shard
+    /// in one thread); the caller then adds the new states with
+    /// [`add_new`](Self::add_new).
+    fn shards_mut(&mut self) -> Vec<ShardMut<'_>> {
+        match &mut self.shards {
+            Shards::Unbounded(sets) => sets.iter_mut().map(ShardMut::Unbounded).collect(),
+            Shards::Bounded(maps) => maps.iter_mut().map(ShardMut::Bounded).collect(),
+            Shards::Sleeping(maps) => maps.iter_mut().map(ShardMut::Sleeping).collect(),
+        }
+    }
+
+    /// Counts `n` states admitted through [`shards_mut`](Self::shards_mut) as new.
+    fn add_new(&mut self, n: usize) {
+        self.len += n;
     }
 
     fn len(&self) -> usize {
@@ -632,149 +668,6 @@ fn initial_state(sn_software: Option<&dyn SnSoftware>, config: &ExploreConfig) -
     }
 }
 
-pub(crate) fn explore(
-    handler: &dyn PirHandler,
-    sn_software: Option<&dyn SnSoftware>,
-    config: &ExploreConfig,
-) -> ExploreReport {
-    let started = Instant::now();
-    let mut ex = Explorer::new(handler, sn_software, config);
-    let initial = initial_state(sn_software, config);
-    let mut sink = ByteSink::default();
-    let bounded = config.preemption_bound.is_some();
-    let sleeping = config.partial_order && !bounded;
-    let keep_last = bounded || (!config.reduce && !sleeping);
-    let fingerprint =
-        |s: &State, sink: &mut ByteSink| s.fingerprint(sink, config.reduce, keep_last);
-    let mut visited = Visited::new(bounded, sleeping);
-    visited.admit(fingerprint(&initial, &mut sink), 0, 0);
-    let mut nodes: Vec<Node> = Vec::new();
-    // (node index or ROOT, preemptions used, depth, steps asleep, steps to take, state)
-    let mut frontier = ByteQueue::new();
-    frontier.push(&(ROOT, 0u32, 0u32, 0u32, u32::MAX, &initial));
-    let mut explored: u64 = 1;
-    let mut slept: u64 = 0;
-    let mut reopened: u64 = 0;
-    let mut max_depth = 0;
-    let mut result = ExploreResult::Pass;
-    let fail = |ex: &Explorer<'_>, nodes: &[Node], id, actor, v, quiet| {
-        ExploreResult::Fail(Box::new(counterexample(
-            ex, &initial, nodes, id, actor, v, quiet,
-        )))
-    };
-    let mut footprints: Vec<(u32, Footprint)> = Vec::new();
-
-    'search: while let Some((id, preemptions, depth, asleep, to_take, state)) =
-        frontier.pop::<(u32, u32, u32, u32, u32, State)>()
-    {
-        if to_take == u32::MAX {
-            // A state's first expansion; a reopened one is at least as deep.
-            max_depth = max_depth.max(depth);
-        }
-        let enabled = ex.enabled(&state);
-        if sleeping {
-            footprints.clear();
-            footprints.extend(
-                enabled
-                    .iter()
-                    .map(|&a| (sleep_bit(a), ex.footprint(&state, a))),
-            );
-        }
-        // Steps taken from this state so far, for their later siblings' sleep sets.
-        let mut taken = 0u32;
-        for (i, &actor) in enabled.iter().enumerate() {
-            let bit = sleep_bit(actor);
-            if bit & to_take == 0 {
-                continue;
-            }
-            if asleep & bit != 0 {
-                slept += 1;
-                continue;
-            }
-            let preempts = state.last_was_handler
-                && !matches!(actor, Actor::Handler | Actor::StoreBuffer)
-                && state.world.run.is_some();
-            let p = preemptions + u32::from(preempts);
-            if config.preemption_bound.is_some_and(|b| p > b) {
-                continue;
-            }
-            explored += 1;
-            let applied = ex.apply(&state, actor);
-            if let Some(violation) = applied.violation {
-                result = fail(&ex, &nodes, id, actor, violation, false);
-                break 'search;
-            }
-            let next = applied.state;
-            if ex.enabled(&next).is_empty() {
-                if let Err(violation) = next.world.check_quiescent(&mut ex.checks) {
-                    result = fail(&ex, &nodes, id, actor, violation, true);
-                    break 'search;
-                }
-            }
-            // Asleep after this step: what was asleep or taken here before it, and
-            // commutes with it.
-            let mut next_asleep = 0;
-            if sleeping {
-                let this = footprints[i].1;
-                for &(other, fp) in &footprints {
-                    if (asleep | taken) & other != 0 && fp.independent(&this) {
-                        next_asleep |= other;
-                    }
-                }
-                taken |= bit;
-            }
-            let (next_take, next_asleep) =
-                match visited.admit(fingerprint(&next, &mut sink), p, next_asleep) {
-                    Admission::Known => continue,
-                    Admission::New => (u32::MAX, next_asleep),
-                    Admission::Reopen { woken, asleep } => {
-                        reopened += 1;
-                        (woken, asleep)
-                    }
-                };
-            if visited.len() as u64 > config.max_states {
-                result = ExploreResult::Incomplete {
-                    reason: format!(
-                        "more than {} distinct states; lower the bounds or raise max_states",
-                        config.max_states
-                    ),
-                };
-                break 'search;
-            }
-            nodes.push(Node { parent: id, actor });
-            let nid = u32::try_from(nodes.len() - 1).expect("fewer than 2^32 nodes");
-            frontier.push(&(nid, p, depth + 1, next_asleep, next_take, &next));
-        }
-    }
-    if result == ExploreResult::Pass && ex.enabled(&initial).is_empty() {
-        if let Err(v) = initial.world.check_quiescent(&mut ex.checks) {
-            result = ExploreResult::Fail(Box::new(Counterexample {
-                invariant: v.invariant,
-                detail: v.detail,
-                at_quiescence: true,
-                steps: Vec::new(),
-            }));
-        }
-    }
-    let wall_time_s = started.elapsed().as_secs_f64();
-    ExploreReport {
-        variant: handler.name().to_string(),
-        broken_on_purpose: handler.is_broken(),
-        config: config.clone(),
-        states_explored: explored,
-        distinct_states: visited.len() as u64,
-        invariants_checked: ex.checks,
-        max_depth: u64::from(max_depth),
-        steps_slept: slept,
-        states_reopened: reopened,
-        peak_frontier_states: frontier.peak_len() as u64,
-        peak_frontier_bytes: frontier.peak_bytes() as u64,
-        wall_time_s,
-        states_per_s: explored as f64 / wall_time_s.max(1e-9),
-        result,
-    }
-}
-
 /// Rebuilds the path from the root to the step by `actor` from node `parent`, replays
 /// it to record what each step did, and attaches the violation.
 fn counterexample(
@@ -864,7 +757,8 @@ pub const DEFAULT_URG_VECTORS: [Vector; 3] = [Vector(0x41), Vector(0x81), Vector
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::MemoryModel;
+    use crate::explore::frontier::{BytePush, ByteQueue};
+    use crate::explore::{ExploreResult, MemoryModel};
     use crate::kernel::posted_msi::variant_by_name;
 
     /// The reduced fingerprints of every state a search reaches: deduplicated by the
@@ -1100,13 +994,16 @@ mod tests {
                     if !seen.insert(s.fingerprint(&mut sink, false, false)) {
                         continue;
                     }
+                    // As the search queues it: encoded by a worker, framed by the
+                    // queue, decoded by another worker.
+                    let mut bytes = Vec::new();
+                    postcard::serialize_with_flavor(&s, BytePush(&mut bytes)).unwrap();
                     let mut q = ByteQueue::new();
-                    q.push(&(7u32, &s));
-                    assert_eq!(
-                        q.pop::<(u32, State)>(),
-                        Some((7, s.clone())),
-                        "{name} {c:?}"
-                    );
+                    q.push_framed(&(7u32, 8u32), &bytes);
+                    let mut body = Vec::new();
+                    assert_eq!(q.pop_framed::<(u32, u32)>(&mut body), Some((7, 8)));
+                    let back: State = postcard::from_bytes(&body).unwrap();
+                    assert_eq!(back, s, "{name} {c:?}");
                     checked += 1;
                     for actor in ex.enabled(&s) {
                         let applied = ex.apply(&s, actor);

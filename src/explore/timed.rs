@@ -21,6 +21,7 @@ use sim_core::{Duration, SimTime, Vector};
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::model::{Invariant, Violation, World};
 use super::DEFAULT_MAX_HANDLER_OPS;
@@ -324,9 +325,9 @@ const MAX_EVENTS: u64 = 1_000_000;
 /// its injection hooks) until nothing is left to happen, replaying every step into
 /// the explorer's model, which checks every invariant after each event and at the
 /// end.
-pub fn run_timed(handler: &Rc<dyn PirHandler>, schedule: &TimedSchedule) -> TimedRun {
+pub fn run_timed(handler: &Arc<dyn PirHandler>, schedule: &TimedSchedule) -> TimedRun {
     let sc = timed_scenario(&schedule.costs);
-    let mut sys = System::for_injection(&sc, Box::new(Shared(Rc::clone(handler))))
+    let mut sys = System::for_injection(&sc, Box::new(Shared(Arc::clone(handler))))
         .expect("the timed machine is a valid scenario");
     let at = |n: u64| SimTime::ZERO + ns(n);
     for p in &schedule.posts {
@@ -402,7 +403,7 @@ pub fn run_timed(handler: &Rc<dyn PirHandler>, schedule: &TimedSchedule) -> Time
 }
 
 /// A handler shared with the caller, as the system's owned handler.
-struct Shared(Rc<dyn PirHandler>);
+struct Shared(Arc<dyn PirHandler>);
 
 impl PirHandler for Shared {
     fn name(&self) -> &str {
@@ -423,7 +424,7 @@ impl PirHandler for Shared {
 /// schedule strictly smaller, so this ends. The result is 1-minimal: removing any one
 /// of its posts or SN changes makes that violation go away. A schedule that does not
 /// fail is returned unchanged.
-pub fn minimize(handler: &Rc<dyn PirHandler>, schedule: &TimedSchedule) -> TimedSchedule {
+pub fn minimize(handler: &Arc<dyn PirHandler>, schedule: &TimedSchedule) -> TimedSchedule {
     let invariant = |s: &TimedSchedule| {
         run_timed(handler, s)
             .violation
@@ -519,7 +520,7 @@ mod tests {
             ..TimedSchedule::default()
         };
         for name in ["copy-then-xchg", "rfc", "interleaved", "per-word-dispatch"] {
-            let h: Rc<dyn PirHandler> = variant_by_name(name, 3).unwrap().into();
+            let h: Arc<dyn PirHandler> = variant_by_name(name, 3).unwrap().into();
             let run = run_timed(&h, &s);
             assert!(run.passed(), "{name}:\n{run}");
             assert_eq!((run.entries, run.handled), (1, 1), "{name}");
@@ -536,12 +537,12 @@ mod tests {
             posts: vec![post(0, 0x21), post(400, 0x61)],
             ..TimedSchedule::default()
         };
-        let broken: Rc<dyn PirHandler> = variant_by_name("no-final-recheck", 3).unwrap().into();
+        let broken: Arc<dyn PirHandler> = variant_by_name("no-final-recheck", 3).unwrap().into();
         let run = run_timed(&broken, &s);
         let v = run.violation.as_ref().expect("the window is hit");
         assert_eq!(v.violation.invariant, Invariant::NothingLost, "{run}");
         assert!(!v.at_quiescence, "found when the handler returns");
-        let good: Rc<dyn PirHandler> = variant_by_name("copy-then-xchg", 3).unwrap().into();
+        let good: Arc<dyn PirHandler> = variant_by_name("copy-then-xchg", 3).unwrap().into();
         let run = run_timed(&good, &s);
         assert!(run.passed(), "{run}");
         assert_eq!(run.handled, 2);
@@ -563,7 +564,7 @@ mod tests {
             ],
             ..TimedSchedule::default()
         };
-        let h: Rc<dyn PirHandler> = variant_by_name("copy-then-xchg", 3).unwrap().into();
+        let h: Arc<dyn PirHandler> = variant_by_name("copy-then-xchg", 3).unwrap().into();
         let run = run_timed(&h, &s);
         assert!(run.passed(), "{run}");
         assert_eq!((run.notifications, run.handled), (1, 1));

@@ -28,7 +28,11 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = ()>>>;
 /// Implement this to try your own variant: write `run` as straight-line async code
 /// against [`CpuPort`], awaiting one operation per hardware access, and pass it to the
 /// system builder. The engine, the explorer and the native stress driver all run it.
-pub trait PirHandler {
+///
+/// A handler is a description, not a place to keep state: the explorer re-runs it
+/// from its start to reach any point and relies on it doing the same thing given the
+/// same results, and its worker threads share it, hence `Send + Sync`.
+pub trait PirHandler: Send + Sync {
     /// Stable name used in scenarios, reports and the CLI.
     fn name(&self) -> &str;
     /// True for variants that are wrong on purpose; every output that uses one says so.

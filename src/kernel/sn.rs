@@ -83,8 +83,10 @@ impl SnPort {
 /// The future an [`SnSoftware`] returns.
 pub type SnFuture = Pin<Box<dyn Future<Output = ()>>>;
 
-/// A sequence of SN changes by another CPU, as the explorer runs it.
-pub trait SnSoftware {
+/// A sequence of SN changes by another CPU, as the explorer runs it. Like a
+/// [`super::PirHandler`] it is replayed from its start and shared by the explorer's
+/// threads, hence `Send + Sync`.
+pub trait SnSoftware: Send + Sync {
     /// Stable name, as the CLI takes it and reports print it.
     fn name(&self) -> &str;
     /// True for sequences that are wrong on purpose.
