@@ -511,14 +511,20 @@ fn a_full_ring_parks_its_arrivals_and_counts_every_drop() {
     q.check_conservation();
 }
 
+/// A ring of 8 fed a packet every microsecond, advanced to 8 us: full, its MSI fired
+/// (so the vector is masked), its arrivals parked.
+fn full_parked_ring() -> (NicQueue, rand::rngs::StdRng) {
+    let mut q = queue(ring_of_8_unthrottled(), Some(every_us(1.0)));
+    let mut r = rng();
+    q.start(SimTime::ZERO, &mut r);
+    q.advance(us(8), &mut r, &mut Vec::new());
+    (q, r)
+}
+
 #[test]
 fn a_poll_unparks_the_ring_after_its_drops_are_settled() {
-    let cfg = ring_of_8_unthrottled();
-    let mut q = queue(cfg, Some(every_us(1.0)));
-    let mut r = rng();
+    let (mut q, mut r) = full_parked_ring();
     let mut out = Vec::new();
-    q.start(SimTime::ZERO, &mut r);
-    q.advance(us(8), &mut r, &mut out);
     assert_eq!(q.rx_pending(), 8);
     assert_eq!(
         q.next_event(),
@@ -595,12 +601,7 @@ fn a_shared_wire_completes_each_packet_at_its_time_but_never_before_the_one_ahea
 
 #[test]
 fn an_empty_poll_of_a_full_parked_ring_leaves_it_parked() {
-    let cfg = ring_of_8_unthrottled();
-    let mut q = queue(cfg, Some(every_us(1.0)));
-    let mut r = rng();
-    let mut out = Vec::new();
-    q.start(SimTime::ZERO, &mut r);
-    q.advance(us(8), &mut r, &mut out);
+    let (mut q, _) = full_parked_ring();
     assert_eq!((q.rx_pending(), q.next_event()), (8, None));
     // A poll with no RX budget takes nothing and frees no room: still no wake-up for
     // arrivals that could only be dropped.

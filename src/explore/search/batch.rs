@@ -73,9 +73,9 @@ enum Outcome {
     },
 }
 
-/// One thread's share of a batch: events of each parent (`ends[i]` is where parent
-/// `i`'s end), and the encoded successor states. A worker stops at its first
-/// violation, so `ends` may be shorter than its parents.
+/// One thread's share of a batch: the events of its parents (those of its `i`-th
+/// parent end at `ends[i]`), and the encoded successor states. A worker stops at its
+/// first violation, so `ends` may be shorter than its list of parents.
 #[derive(Default)]
 struct Expanded {
     events: Vec<Event>,
