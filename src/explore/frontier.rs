@@ -127,11 +127,6 @@ impl ByteQueue {
         self.len
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.len
-    }
-
     /// The most values the queue has held at once.
     pub(crate) fn peak_len(&self) -> usize {
         self.peak_len
@@ -168,12 +163,12 @@ mod tests {
         assert!(q.chunks.iter().all(|c| c.capacity() == CHUNK_BYTES));
         assert_eq!(q.bytes, q.chunks.len() * CHUNK_BYTES);
         let popped_so_far = n.div_ceil(3);
-        assert_eq!(q.len(), n - popped_so_far);
+        assert_eq!(q.waiting(), n - popped_so_far);
         for j in popped_so_far..n {
             assert_eq!(pop(&mut q), Some((j as u64, vec![j as u8; j % 200])));
         }
         assert_eq!(pop(&mut q), None);
-        assert_eq!(q.len(), 0);
+        assert_eq!(q.waiting(), 0);
         assert!(q.chunks.is_empty(), "read chunks are freed");
         assert_eq!(q.bytes, 0);
         assert!(q.peak_bytes() >= 2 * CHUNK_BYTES);
