@@ -376,9 +376,15 @@ pub(crate) fn explore(
         frontier.observe_taken(parents.len(), input.len());
         // Thread t expands parents t, t + threads, ...: neighbours in the queue cost
         // alike, so the shares are even.
-        let strided = |t: usize| parents.iter().skip(t).step_by(threads);
+        // A batch too small to share is expanded by the calling thread alone.
+        let stride = if parents.len() < 2 * threads {
+            1
+        } else {
+            threads
+        };
+        let strided = |t: usize| parents.iter().skip(t).step_by(stride);
         outputs.iter_mut().for_each(Expanded::clear);
-        if threads == 1 || parents.len() < 2 * threads {
+        if stride == 1 {
             expand(&mut ex, mode, parents.iter(), &input, &mut outputs[0]);
         } else {
             let (own, others) = outputs.split_first_mut().expect("one output per thread");
@@ -391,11 +397,6 @@ pub(crate) fn explore(
                 expand(&mut ex, mode, strided(0), input, own);
             });
         }
-        let stride = if threads == 1 || parents.len() < 2 * threads {
-            1
-        } else {
-            threads
-        };
         let spans = spans_in_order(parents.len(), stride, &outputs);
         // Admissions, in merge order within each shard, each shard in one thread.
         let admissions = admit_batch(&mut visited, &outputs, &spans, threads);
