@@ -120,10 +120,52 @@ pub struct ScenarioBench {
     pub events_per_msi: f64,
     /// Peak resident memory of the process (VmHWM), bytes; 0 where /proc is missing.
     pub peak_rss_bytes: u64,
+    /// Wall-clock ns per event of the timed run.
+    pub ns_per_event: f64,
+    /// The engine's pending events, averaged over every event of an untimed run of the
+    /// same scenario (sampled before each event is handled).
+    pub mean_pending: f64,
+    /// The plain `BinaryHeap` ping loop at `mean_pending` pending events, run in the same
+    /// process right after the scenario: the floor a whole model's event could cost.
+    /// `None` when the comparison was not asked for.
+    pub heap: Option<EngineBench>,
+    /// `ns_per_event` over the heap loop's ns per event.
+    pub ratio_to_heap: Option<f64>,
 }
 
-/// Runs `scenario` once and measures it.
-pub fn bench_scenario(scenario: &Scenario) -> Result<ScenarioBench, crate::ScenarioError> {
+/// Events the heap comparison handles: as many as the scenario did, within bounds that
+/// keep it steady (at least a million) and short (at most twenty million).
+const HEAP_EVENTS_MIN: u64 = 1_000_000;
+const HEAP_EVENTS_MAX: u64 = 20_000_000;
+
+/// The mean number of pending events over a run of `scenario`, sampled as each event is
+/// about to be handled. This is its own run, so the timed one carries no sampling.
+pub fn mean_pending(scenario: &Scenario) -> Result<f64, crate::ScenarioError> {
+    let mut sys = System::new(scenario)?;
+    let end = sys.end_of_scenario();
+    let (mut sum, mut samples) = (0u128, 0u64);
+    sys.run_until(end, |s| {
+        // Checked before the first event and after each one: sample only where another
+        // event is due within the run, i.e. where the next pop will happen.
+        if s.next_event_time().is_some_and(|t| t <= end) {
+            sum += s.pending_events() as u128;
+            samples += 1;
+        }
+        false
+    });
+    Ok(if samples == 0 {
+        0.0
+    } else {
+        sum as f64 / samples as f64
+    })
+}
+
+/// Runs `scenario` once and measures it; with `against_heap`, also measures its mean
+/// pending count (a second, untimed run) and the plain heap loop at that count.
+pub fn bench_scenario(
+    scenario: &Scenario,
+    against_heap: bool,
+) -> Result<ScenarioBench, crate::ScenarioError> {
     let building = Instant::now();
     let mut sys = System::new(scenario)?;
     let build_seconds = building.elapsed().as_secs_f64();
@@ -132,9 +174,27 @@ pub fn bench_scenario(scenario: &Scenario) -> Result<ScenarioBench, crate::Scena
     let secs = start.elapsed().as_secs_f64();
     let msis = sys.msis_generated();
     let events = sys.events();
+    let peak_rss_bytes = peak_rss_bytes();
+    let sim_time_us = sys.now().as_ns_f64() / 1e3;
+    drop(sys);
+    let ns_per_event = secs * 1e9 / events.max(1) as f64;
+    let (mean_pending, heap) = if against_heap {
+        let mean = mean_pending(scenario)?;
+        let pending = (mean.round() as u64).max(1);
+        let heap_events = events.clamp(HEAP_EVENTS_MIN, HEAP_EVENTS_MAX);
+        (
+            mean,
+            Some(ping_binary_heap(pending, heap_events, scenario.seed)),
+        )
+    } else {
+        (0.0, None)
+    };
+    let ratio_to_heap = heap
+        .as_ref()
+        .map(|h| ns_per_event / h.ns_per_event.max(1e-12));
     Ok(ScenarioBench {
         scenario: scenario.name.clone(),
-        sim_time_us: sys.now().as_ns_f64() / 1e3,
+        sim_time_us,
         build_seconds,
         wall_seconds: secs,
         events,
@@ -142,7 +202,11 @@ pub fn bench_scenario(scenario: &Scenario) -> Result<ScenarioBench, crate::Scena
         events_per_sec: events as f64 / secs.max(1e-12),
         msis_per_sec: msis as f64 / secs.max(1e-12),
         events_per_msi: events as f64 / msis.max(1) as f64,
-        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes,
+        ns_per_event,
+        mean_pending,
+        heap,
+        ratio_to_heap,
     })
 }
 
@@ -169,5 +233,44 @@ mod tests {
         let b = ping_binary_heap(100, 10_000, 3);
         assert_eq!(a.final_time_ps, b.final_time_ps);
         assert_eq!(a.events, 10_000);
+    }
+
+    #[test]
+    fn mean_pending_is_the_queue_length_seen_by_each_event() {
+        let mut sc =
+            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
+        sc.duration_us = 300.0;
+        let mean = mean_pending(&sc).unwrap();
+        // Stepped by hand: the length just before each event of the run is popped.
+        let mut sys = System::new(&sc).unwrap();
+        let mut lengths = Vec::new();
+        while sys
+            .next_event_time()
+            .is_some_and(|t| t <= sys.end_of_scenario())
+        {
+            lengths.push(sys.pending_events() as f64);
+            sys.step();
+        }
+        let by_hand = lengths.iter().sum::<f64>() / lengths.len() as f64;
+        assert!(lengths.len() > 1000, "{} events", lengths.len());
+        assert_eq!(mean, by_hand);
+        // Something is always due next while the run lasts.
+        assert!(mean >= 1.0, "mean pending {mean}");
+    }
+
+    #[test]
+    fn the_heap_comparison_runs_at_the_measured_pending_count() {
+        let mut sc =
+            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
+        sc.duration_us = 200.0;
+        let b = bench_scenario(&sc, true).unwrap();
+        let heap = b.heap.expect("asked for");
+        assert_eq!(heap.pending, (b.mean_pending.round() as u64).max(1));
+        assert_eq!(
+            heap.events,
+            b.events.clamp(HEAP_EVENTS_MIN, HEAP_EVENTS_MAX)
+        );
+        assert!(b.ratio_to_heap.unwrap() > 0.0);
+        assert!(bench_scenario(&sc, false).unwrap().heap.is_none());
     }
 }

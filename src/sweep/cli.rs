@@ -133,6 +133,21 @@ fn sweep_command(args: SweepArgs) -> Result<(), SweepError> {
             args.out.join(JSONL_FILE).display(),
             args.out.join(CSV_FILE).display(),
         );
+        println!(
+            "  points ran {} in all: {:.2} of {} thread{} busy on average{}",
+            human_duration(summary.points_busy_s),
+            summary.points_busy_s / summary.wall_s.max(1e-9),
+            summary.threads,
+            if summary.threads == 1 { "" } else { "s" },
+            if summary.pilot_s > 0.0 {
+                format!(
+                    " (heaviest first, ordered by pilot runs that took {})",
+                    human_duration(summary.pilot_s)
+                )
+            } else {
+                String::new()
+            }
+        );
     }
     if let Some(plot) = &args.plot {
         crate::plot::plot_sweep(&summary.records, &args.y, plot).map_err(SweepError::Plot)?;

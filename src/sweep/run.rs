@@ -4,6 +4,15 @@
 //! and serialize its line themselves; nothing else is shared while a point runs. The
 //! calling thread receives finished points over a channel, emits them in point order
 //! and reports progress.
+//!
+//! With more than one worker, the points run heaviest first (longest processing time
+//! first), so the last point to finish is a light one and no worker idles at the end
+//! while another runs the heaviest point alone. A point's weight is the events of a
+//! short pilot run of its scenario ([`PILOT_SHARE`] of its duration), scaled up: what
+//! makes a point heavy (its rates, its delivery mode, its devices) shows in the events
+//! it handles, and no formula over the scenario's fields would know them all. The
+//! order changes no result: each point has its own seed and the outputs are emitted
+//! in point order.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -122,6 +131,11 @@ pub struct SweepSummary {
     pub threads: usize,
     /// Wall-clock seconds of the whole run.
     pub wall_s: f64,
+    /// Wall-clock seconds the workers spent running points, summed over points: over
+    /// `wall_s`, how many workers were busy on average (at most `threads`).
+    pub points_busy_s: f64,
+    /// Wall-clock seconds of the pilot runs that ordered the points (0 on one thread).
+    pub pilot_s: f64,
 }
 
 /// Runs the points of `opts.shard` and hands each finished point, in point order, to
@@ -151,29 +165,46 @@ pub fn run_points(
     let threads = opts.threads.min(todo.len()).max(1);
     let fingerprint = sweep.fingerprint();
     let started = Instant::now();
+    // Slots of `todo`, in the order workers take them.
+    let order = if threads > 1 {
+        heaviest_first(&pilot_weights(sweep, &todo, threads))
+    } else {
+        (0..todo.len()).collect()
+    };
+    let pilot_s = if threads > 1 {
+        started.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+    let mut points_busy_s = 0.0;
     let mut progress = super::progress::Progress::new(todo.len(), opts.progress);
 
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
-    let (tx, rx) = mpsc::channel::<(usize, Result<(PointRecord, String), SweepError>)>();
+    type Finished = (usize, f64, Result<(PointRecord, String), SweepError>);
+    let (tx, rx) = mpsc::channel::<Finished>();
     let mut records = Vec::with_capacity(todo.len());
     let mut first_error: Option<(usize, SweepError)> = None;
 
     std::thread::scope(|s| {
         for _ in 0..threads {
             let tx = tx.clone();
-            let (todo, next, abort, fingerprint, extra) =
-                (&todo, &next, &abort, &fingerprint, &extra);
+            let (todo, order, next, abort, fingerprint, extra) =
+                (&todo, &order, &next, &abort, &fingerprint, &extra);
             s.spawn(move || loop {
                 if abort.load(Ordering::Relaxed) {
                     break;
                 }
-                let slot = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&point) = todo.get(slot) else {
+                let Some(&slot) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                     break;
                 };
+                let point = todo[slot];
+                let running = Instant::now();
                 let result = run_one(sweep, fingerprint, point, extra);
-                if tx.send((slot, result)).is_err() {
+                if tx
+                    .send((slot, running.elapsed().as_secs_f64(), result))
+                    .is_err()
+                {
                     break;
                 }
             });
@@ -185,8 +216,9 @@ pub fn run_points(
         let mut done = 0;
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok((slot, Ok(rec))) => {
+                Ok((slot, busy_s, Ok(rec))) => {
                     done += 1;
+                    points_busy_s += busy_s;
                     pending.insert(slot, rec);
                     while let Some((mut rec, line)) = pending.remove(&next_emit) {
                         next_emit += 1;
@@ -201,7 +233,7 @@ pub fn run_points(
                     }
                     progress.update(done);
                 }
-                Ok((slot, Err(e))) => {
+                Ok((slot, _, Err(e))) => {
                     let point = todo[slot];
                     if first_error.as_ref().is_none_or(|(p, _)| point < *p) {
                         first_error = Some((point, e));
@@ -221,7 +253,61 @@ pub fn run_points(
         records,
         threads,
         wall_s: started.elapsed().as_secs_f64(),
+        points_busy_s,
+        pilot_s,
     })
+}
+
+/// The share of a point's simulated duration its pilot runs to weigh it.
+pub const PILOT_SHARE: f64 = 0.01;
+
+/// Each point's expected work: the events of a pilot run over [`PILOT_SHARE`] of its
+/// duration, scaled to the whole duration. Pilots run on `threads` workers. A point
+/// that cannot be built or panics weighs nothing here; its real run reports why.
+fn pilot_weights(sweep: &Sweep, todo: &[usize], threads: usize) -> Vec<f64> {
+    let next = AtomicUsize::new(0);
+    let mut weights = vec![0.0; todo.len()];
+    let (tx, rx) = mpsc::channel::<(usize, f64)>();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || loop {
+                let slot = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&point) = todo.get(slot) else {
+                    break;
+                };
+                let weight =
+                    catch_unwind(AssertUnwindSafe(|| pilot_weight(sweep, point))).unwrap_or(0.0);
+                if tx.send((slot, weight)).is_err() {
+                    break;
+                }
+            });
+        }
+    });
+    drop(tx);
+    for (slot, weight) in rx {
+        weights[slot] = weight;
+    }
+    weights
+}
+
+fn pilot_weight(sweep: &Sweep, point: usize) -> f64 {
+    let Ok(p) = sweep.point(point) else {
+        return 0.0;
+    };
+    let Ok(mut sys) = System::new(&p.scenario) else {
+        return 0.0;
+    };
+    let span = sim_core::Duration::from_secs_f64(p.scenario.duration_us * 1e-6 * PILOT_SHARE);
+    sys.run_for(span);
+    sys.events() as f64 / PILOT_SHARE
+}
+
+/// Slots by descending weight; equal weights keep their point order.
+fn heaviest_first(weights: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]).then(a.cmp(&b)));
+    order
 }
 
 fn run_one(
@@ -324,5 +410,38 @@ mod tests {
         for i in 0..20 {
             assert_eq!(shards.iter().filter(|s| s.contains(i)).count(), 1);
         }
+    }
+
+    #[test]
+    fn heavier_points_go_first_and_ties_keep_point_order() {
+        assert_eq!(
+            heaviest_first(&[1.0, 5.0, 1.0, 9.0, 0.0]),
+            vec![3, 1, 0, 2, 4]
+        );
+        assert!(heaviest_first(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_pilot_weighs_a_busier_point_more() {
+        let sweep: Sweep = crate::sweep::Sweep::from_toml_str(
+            r#"
+            name = "w"
+            seed = 3
+            base = "default"
+            [set]
+            duration_us = 2000
+            [[axes]]
+            field = "devices[*].arrival.rate_per_s"
+            values = [1e5, 2e6, 4e5]
+            "#,
+            "w.toml",
+            Path::new("."),
+        )
+        .unwrap();
+        let weights = pilot_weights(&sweep, &[0, 1, 2], 2);
+        assert!(weights.iter().all(|&w| w > 0.0), "{weights:?}");
+        assert_eq!(heaviest_first(&weights), vec![1, 2, 0], "{weights:?}");
+        // Only the shard's points are weighed, by slot.
+        assert_eq!(pilot_weights(&sweep, &[2], 1).len(), 1);
     }
 }

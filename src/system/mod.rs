@@ -627,6 +627,21 @@ impl System {
         self.queue.events_popped()
     }
 
+    /// Events scheduled and not yet handled (the engine queue's length).
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The time of the next scheduled event, if any.
+    pub fn next_event_time(&self) -> Option<SimTime> {
+        self.queue.peek_time()
+    }
+
+    /// Where the scenario's `duration_us` ends, the time [`System::run_to_end`] runs to.
+    pub fn end_of_scenario(&self) -> SimTime {
+        self.end_of_scenario
+    }
+
     /// Advances simulated time by `d`, handling every event due before the end.
     pub fn run_for(&mut self, d: Duration) {
         let started = Instant::now();

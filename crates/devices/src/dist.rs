@@ -179,7 +179,7 @@ impl Dist {
 
     /// Draws a count: the sample rounded to the nearest integer, at least 1.
     pub fn sample_count<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
-        (self.sample(rng).round() as u64).max(1)
+        sim_core::round_to_u64(self.sample(rng)).max(1)
     }
 }
 

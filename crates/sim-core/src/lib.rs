@@ -20,6 +20,31 @@ pub const PS_PER_US: u64 = 1_000_000;
 pub const PS_PER_MS: u64 = 1_000_000_000;
 pub const PS_PER_S: u64 = 1_000_000_000_000;
 
+/// `x.round() as u64` (nearest, halves away from zero, saturating), for `x >= 0`.
+///
+/// Costs are converted to picoseconds on every simulated operation, and `f64::round`
+/// is a software routine on the baseline x86-64 target (no SSE4.1 `roundsd`). The
+/// truncating conversion is one instruction, and the fraction it leaves is exact:
+/// below 2^52 the subtraction of two nearby doubles loses nothing, and from 2^52 up
+/// every double is already an integer.
+#[inline]
+pub fn round_to_u64(x: f64) -> u64 {
+    const INTEGRAL_FROM: f64 = (1u64 << 52) as f64;
+    if x >= INTEGRAL_FROM || x.is_nan() {
+        // Integers already (or NaN, which `as` maps to 0 as `round` would).
+        return x as u64;
+    }
+    if x <= 0.0 {
+        return 0;
+    }
+    let whole = x as u64;
+    if x - whole as f64 >= 0.5 {
+        whole + 1
+    } else {
+        whole
+    }
+}
+
 /// An instant of simulated time, in picoseconds since the start of the run.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -74,13 +99,13 @@ impl Duration {
         if ns.is_nan() || ns <= 0.0 {
             return Duration::ZERO;
         }
-        Duration((ns * PS_PER_NS as f64).round() as u64)
+        Duration(round_to_u64(ns * PS_PER_NS as f64))
     }
     pub fn from_secs_f64(s: f64) -> Duration {
         if s.is_nan() || s <= 0.0 {
             return Duration::ZERO;
         }
-        Duration((s * PS_PER_S as f64).round() as u64)
+        Duration(round_to_u64(s * PS_PER_S as f64))
     }
     pub fn as_ps(self) -> u64 {
         self.0
@@ -197,7 +222,7 @@ impl Freq {
         if cycles.is_nan() || cycles <= 0.0 {
             return Duration::ZERO;
         }
-        Duration((cycles * PS_PER_US as f64 / self.mhz as f64).round() as u64)
+        Duration(round_to_u64(cycles * PS_PER_US as f64 / self.mhz as f64))
     }
     /// Whole cycles elapsed in `d` (truncating).
     pub fn cycles_in(self, d: Duration) -> u64 {
@@ -308,6 +333,67 @@ impl VectorSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_to_u64_matches_the_library_round_everywhere() {
+        let reference = |x: f64| x.round() as u64;
+        let mut edges = vec![
+            0.0,
+            -0.0,
+            0.5,
+            1.5,
+            2.5,
+            0.49999999999999994,
+            0.5000000000000001,
+            4503599627370495.5,
+            4503599627370496.0,
+            9007199254740993.0,
+            1.8446744073709552e19,
+            1e30,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NAN,
+            -0.4,
+            -0.6,
+            -3.5,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ];
+        for k in 0..2000u64 {
+            let half = k as f64 + 0.5;
+            edges.extend([
+                half,
+                f64::from_bits(half.to_bits() - 1),
+                f64::from_bits(half.to_bits() + 1),
+            ]);
+        }
+        for x in edges {
+            assert_eq!(
+                round_to_u64(x),
+                reference(x),
+                "x = {x:e} ({:#x})",
+                x.to_bits()
+            );
+        }
+        // Every exponent a cost can have, through a fixed bit-pattern stream.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2_000_000 {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            // Non-negative doubles from 2^-20 to 2^70.
+            let exponent = 1003 + (z >> 52) % 90;
+            let x = f64::from_bits((exponent << 52) | (z & ((1 << 52) - 1)));
+            assert_eq!(
+                round_to_u64(x),
+                reference(x),
+                "x = {x:e} ({:#x})",
+                x.to_bits()
+            );
+        }
+    }
 
     #[test]
     fn cycles_convert_exactly_at_round_clocks() {
