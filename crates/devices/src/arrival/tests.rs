@@ -21,6 +21,13 @@ spacing_ns = 0.0"#
         r#"kind = "poisson"
 rate_per_s = 1e9"#
             .to_string(),
+        // Random bursts with spacing: the untils below fall inside bursts, where only
+        // the events up to `until` may be counted.
+        r#"kind = "bursts"
+burst_len = { kind = "geometric", mean = 40 }
+gap_ns = { kind = "exponential", mean = 20 }
+spacing_ns = 1.5"#
+            .to_string(),
     ];
     // ON/OFF: fixed spacing in closed form; Poisson stretches below the bulk
     // threshold are stepped.
@@ -611,6 +618,50 @@ fn invalid_specs_name_their_field() {
     }
     .validate("a")
     .is_err());
+}
+
+/// Bursts of a fixed length and gap are counted in closed form, whole cycles at a
+/// time: four events every picosecond for a second is 4 x 10^12 events, which no
+/// stepping would finish.
+#[test]
+fn fixed_bursts_count_a_second_of_picosecond_cycles_at_once() {
+    let text = "kind = \"bursts\"\nburst_len = { kind = \"fixed\", value = 4 }\n\
+                gap_ns = { kind = \"fixed\", value = 0.001 }\nspacing_ns = 0.0";
+    let spec: ArrivalSpec = toml::from_str(text).unwrap();
+    let mut g = spec.generator("x", None).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    g.restart(SimTime::ZERO);
+    let first = g.next_arrival(&mut rng).unwrap();
+    let until = SimTime(first.as_ps() + 1_000_000_000_000 - 1);
+    let (n, next) = g.skip_through(first, until, &mut rng);
+    // The first burst, then one burst per ps through the last ps before a whole second.
+    assert_eq!(n, 4 * 1_000_000_000_000, "every event of 10^12 bursts");
+    assert_eq!(next, Some(SimTime(until.as_ps() + 1)));
+}
+
+/// A burst that lands at one instant is taken whole while stepping too: bursts of
+/// 10^12 events with random gaps count as fast as bursts of three, and exactly
+/// 10^12 / 3 times as many (a fixed length draws nothing, so both see the same gaps).
+#[test]
+fn stepped_bursts_at_one_instant_are_counted_whole() {
+    let count = |len: f64| {
+        let text = format!(
+            "kind = \"bursts\"\nburst_len = {{ kind = \"fixed\", value = {len:?} }}\n\
+             gap_ns = {{ kind = \"exponential\", mean = 1000 }}\nspacing_ns = 0.0"
+        );
+        let spec: ArrivalSpec = toml::from_str(&text).unwrap();
+        let mut g = spec.generator("x", None).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        g.restart(SimTime::ZERO);
+        let first = g.next_arrival(&mut rng).unwrap();
+        g.skip_through(first, SimTime(first.as_ps() + 20_000_000), &mut rng)
+    };
+    let (small, small_next) = count(3.0);
+    let (big, big_next) = count(1e12);
+    assert_eq!(small % 3, 0, "{small}");
+    assert!(small / 3 > 5, "about 20 bursts in 20 us, got {}", small / 3);
+    assert_eq!(big, small / 3 * 1_000_000_000_000);
+    assert_eq!(big_next, small_next);
 }
 
 /// Fixed spacing is counted in closed form within an ON period too: 10^10 events of
