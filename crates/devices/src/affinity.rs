@@ -88,6 +88,14 @@ pub fn group_cpus_evenly(numgrps: u32, node: &NodeCpus) -> Vec<Vec<CpuId>> {
     let groups = numgrps.min(ncpus);
     let mut extra = ncpus - groups * (ncpus / groups);
     let mut free: Vec<bool> = vec![true; ncpus as usize];
+    // Each core's CPUs, ascending, so a CPU's siblings are found without scanning the
+    // node (a 1,024-CPU node with thousands of queues spreads many times at build).
+    let mut siblings: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (cpu, core) in node.core.iter().enumerate() {
+        siblings.entry(*core).or_default().push(cpu);
+    }
+    // CPUs are never freed, so the lowest free one only moves up.
+    let mut lowest_free = 0usize;
     let mut out = Vec::with_capacity(groups as usize);
     for _ in 0..groups {
         let mut want = ncpus / groups;
@@ -97,19 +105,22 @@ pub fn group_cpus_evenly(numgrps: u32, node: &NodeCpus) -> Vec<Vec<CpuId>> {
         }
         let mut group = Vec::with_capacity(want as usize);
         while want > 0 {
-            let Some(cpu) = free.iter().position(|f| *f) else {
+            while lowest_free < free.len() && !free[lowest_free] {
+                lowest_free += 1;
+            }
+            if lowest_free == free.len() {
                 break;
-            };
+            }
+            let cpu = lowest_free;
             free[cpu] = false;
             group.push(CpuId(cpu as u32));
             want -= 1;
-            let core = node.core[cpu];
-            for (sib, slot) in free.iter_mut().enumerate() {
+            for &sib in &siblings[&node.core[cpu]] {
                 if want == 0 {
                     break;
                 }
-                if *slot && node.core[sib] == core {
-                    *slot = false;
+                if free[sib] {
+                    free[sib] = false;
                     group.push(CpuId(sib as u32));
                     want -= 1;
                 }

@@ -172,7 +172,61 @@ fn affinity_resolves_managed_and_checks_explicit_lists() {
     assert!(toml::from_str::<Affinity>("kind = \"managed\"\ncpus = [1]\n").is_err());
 }
 
+/// `group_cpus_evenly` as first written: a scan of the whole node for the lowest free
+/// CPU and for each CPU's siblings. Quadratic, and plainly the algorithm.
+fn group_cpus_evenly_by_scanning(numgrps: u32, node: &NodeCpus) -> Vec<Vec<CpuId>> {
+    let ncpus = node.len();
+    if numgrps == 0 || ncpus == 0 {
+        return Vec::new();
+    }
+    if numgrps == 1 {
+        return vec![node.all()];
+    }
+    let core_of = &node.core;
+    let groups = numgrps.min(ncpus);
+    let mut extra = ncpus - groups * (ncpus / groups);
+    let mut free = vec![true; ncpus as usize];
+    let mut out = Vec::new();
+    for _ in 0..groups {
+        let mut want = ncpus / groups + u32::from(extra > 0);
+        extra = extra.saturating_sub(1);
+        let mut group = Vec::new();
+        while want > 0 {
+            let Some(cpu) = free.iter().position(|f| *f) else {
+                break;
+            };
+            free[cpu] = false;
+            group.push(CpuId(cpu as u32));
+            want -= 1;
+            for sib in 0..ncpus as usize {
+                if want > 0 && free[sib] && core_of[sib] == core_of[cpu] {
+                    free[sib] = false;
+                    group.push(CpuId(sib as u32));
+                    want -= 1;
+                }
+            }
+        }
+        group.sort();
+        out.push(group);
+    }
+    out
+}
+
 proptest! {
+    /// The linear-time spreading gives exactly the groups of the plain scan, on any
+    /// core numbering (siblings adjacent, `cores` apart, or scattered).
+    #[test]
+    fn spreading_matches_the_plain_scan(
+        core_of in proptest::collection::vec(0u32..24, 1..80),
+        numgrps in 0u32..90,
+    ) {
+        let node = NodeCpus::with_cores(core_of);
+        prop_assert_eq!(
+            group_cpus_evenly(numgrps, &node),
+            group_cpus_evenly_by_scanning(numgrps, &node)
+        );
+    }
+
     /// Groups partition the node's CPUs: none empty, none shared, all covered, sizes
     /// within one of each other, larger ones first; siblings stay together when the
     /// group sizes allow it.
