@@ -620,6 +620,16 @@ fn invalid_specs_name_their_field() {
     .is_err());
 }
 
+/// A generator of `text` started at time zero, its seeded stream, and its first event.
+fn started(text: &str, seed: u64) -> (ArrivalGenerator, rand::rngs::StdRng, SimTime) {
+    let spec: ArrivalSpec = toml::from_str(text).unwrap();
+    let mut g = spec.generator("x", None).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    g.restart(SimTime::ZERO);
+    let first = g.next_arrival(&mut rng).unwrap();
+    (g, rng, first)
+}
+
 /// Bursts of a fixed length and gap are counted in closed form, whole cycles at a
 /// time: four events every picosecond for a second is 4 x 10^12 events, which no
 /// stepping would finish.
@@ -627,11 +637,7 @@ fn invalid_specs_name_their_field() {
 fn fixed_bursts_count_a_second_of_picosecond_cycles_at_once() {
     let text = "kind = \"bursts\"\nburst_len = { kind = \"fixed\", value = 4 }\n\
                 gap_ns = { kind = \"fixed\", value = 0.001 }\nspacing_ns = 0.0";
-    let spec: ArrivalSpec = toml::from_str(text).unwrap();
-    let mut g = spec.generator("x", None).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-    g.restart(SimTime::ZERO);
-    let first = g.next_arrival(&mut rng).unwrap();
+    let (mut g, mut rng, first) = started(text, 1);
     let until = SimTime(first.as_ps() + 1_000_000_000_000 - 1);
     let (n, next) = g.skip_through(first, until, &mut rng);
     // The first burst, then one burst per ps through the last ps before a whole second.
@@ -649,11 +655,7 @@ fn stepped_bursts_at_one_instant_are_counted_whole() {
             "kind = \"bursts\"\nburst_len = {{ kind = \"fixed\", value = {len:?} }}\n\
              gap_ns = {{ kind = \"exponential\", mean = 1000 }}\nspacing_ns = 0.0"
         );
-        let spec: ArrivalSpec = toml::from_str(&text).unwrap();
-        let mut g = spec.generator("x", None).unwrap();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
-        g.restart(SimTime::ZERO);
-        let first = g.next_arrival(&mut rng).unwrap();
+        let (mut g, mut rng, first) = started(&text, 4);
         g.skip_through(first, SimTime(first.as_ps() + 20_000_000), &mut rng)
     };
     let (small, small_next) = count(3.0);
@@ -670,11 +672,7 @@ fn stepped_bursts_at_one_instant_are_counted_whole() {
 fn a_fixed_on_off_source_counts_into_an_on_period_in_closed_form() {
     let text = "kind = \"on_off\"\nrate_per_s = 1e12\nspacing = \"fixed\"\n\
                 on_ns = { kind = \"fixed\", value = 2e7 }\noff_ns = { kind = \"fixed\", value = 1 }";
-    let spec: ArrivalSpec = toml::from_str(text).unwrap();
-    let mut g = spec.generator("x", None).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-    g.restart(SimTime::ZERO);
-    let first = g.next_arrival(&mut rng).unwrap();
+    let (mut g, mut rng, first) = started(text, 1);
     let until = SimTime(first.as_ps() + 10_000_000_000); // 10 ms into the 20 ms period
     let (n, next) = g.skip_through(first, until, &mut rng);
     assert_eq!(n, 10_000_000_001, "the first event and one per ps after it");
