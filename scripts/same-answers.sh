@@ -55,10 +55,11 @@ answer() {
 }
 
 digest() {
-  local name sum
+  local name json
   for name in "$@"; do
-    sum=$(answer "$name" | md5sum | cut -d' ' -f1)
-    echo "$sum  $name"
+    # Captured first, so a run that fails is an error and not the digest of nothing.
+    json=$(answer "$name") || { echo "same-answers: $name failed" >&2; exit 2; }
+    echo "$(printf '%s\n' "$json" | md5sum | cut -d' ' -f1)  $name"
   done
 }
 
@@ -70,11 +71,16 @@ build() {
 
 command -v jq >/dev/null || { echo "same-answers: needs jq" >&2; exit 2; }
 
+need_binary() {
+  [ -x "$BIN" ] || { echo "same-answers: no irqsim binary at $BIN (set IRQSIM_BIN)" >&2; exit 2; }
+}
+
 case ${1:-} in
   list) all_names ;;
   record)
     shift
     build
+    need_binary
     if [ $# -eq 0 ]; then mapfile -t names < <(all_names); else names=("$@"); fi
     digest "${names[@]}"
     ;;
@@ -83,12 +89,14 @@ case ${1:-} in
     file=$2
     shift 2
     build
+    need_binary
     if [ $# -eq 0 ]; then mapfile -t names < <(cut -d' ' -f3 "$file"); else names=("$@"); fi
     changed=0
     for name in "${names[@]}"; do
       want=$(awk -v n="$name" '$2 == n { print $1 }' "$file")
       [ -n "$want" ] || { echo "same-answers: $name is not in $file" >&2; exit 2; }
-      got=$(digest "$name" | cut -d' ' -f1)
+      got=$(digest "$name") || exit 2
+      got=${got%% *}
       if [ "$got" = "$want" ]; then
         echo "same     $name"
       else
