@@ -85,7 +85,10 @@ case ${1:-} in
     digest "${names[@]}"
     ;;
   check)
-    [ $# -ge 2 ] || [ -f "${2:-}" ] || { echo "usage: $0 check FILE [NAME...]" >&2; exit 2; }
+    if [ $# -lt 2 ] || [ ! -f "$2" ]; then
+      echo "usage: $0 check FILE [NAME...] (FILE: digests from \`record\`)" >&2
+      exit 2
+    fi
     file=$2
     shift 2
     build

@@ -166,15 +166,11 @@ pub fn run_points(
     let fingerprint = sweep.fingerprint();
     let started = Instant::now();
     // Slots of `todo`, in the order workers take them.
-    let order = if threads > 1 {
-        heaviest_first(&pilot_weights(sweep, &todo, threads))
+    let (order, pilot_s) = if threads > 1 {
+        let order = heaviest_first(&pilot_weights(sweep, &todo, threads));
+        (order, started.elapsed().as_secs_f64())
     } else {
-        (0..todo.len()).collect()
-    };
-    let pilot_s = if threads > 1 {
-        started.elapsed().as_secs_f64()
-    } else {
-        0.0
+        ((0..todo.len()).collect(), 0.0)
     };
     let mut points_busy_s = 0.0;
     let mut progress = super::progress::Progress::new(todo.len(), opts.progress);
@@ -267,27 +263,29 @@ pub const PILOT_SHARE: f64 = 0.01;
 fn pilot_weights(sweep: &Sweep, todo: &[usize], threads: usize) -> Vec<f64> {
     let next = AtomicUsize::new(0);
     let mut weights = vec![0.0; todo.len()];
-    let (tx, rx) = mpsc::channel::<(usize, f64)>();
     std::thread::scope(|s| {
-        for _ in 0..threads {
-            let (tx, next) = (tx.clone(), &next);
-            s.spawn(move || loop {
-                let slot = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&point) = todo.get(slot) else {
-                    break;
-                };
-                let weight =
-                    catch_unwind(AssertUnwindSafe(|| pilot_weight(sweep, point))).unwrap_or(0.0);
-                if tx.send((slot, weight)).is_err() {
-                    break;
-                }
-            });
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut weighed = Vec::new();
+                    loop {
+                        let slot = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&point) = todo.get(slot) else {
+                            return weighed;
+                        };
+                        let weight = catch_unwind(AssertUnwindSafe(|| pilot_weight(sweep, point)))
+                            .unwrap_or(0.0);
+                        weighed.push((slot, weight));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            for (slot, weight) in worker.join().unwrap_or_default() {
+                weights[slot] = weight;
+            }
         }
     });
-    drop(tx);
-    for (slot, weight) in rx {
-        weights[slot] = weight;
-    }
     weights
 }
 
