@@ -63,14 +63,16 @@ impl World {
             MigrationStep::IecFlushed | MigrationStep::OldVectorFreed
         );
         self.fetched = Some(FetchedPost { vector, to_new_cpu });
-        StepNote(format!(
-            "IRTE fetch for {vector}: {}",
-            if to_new_cpu {
-                "the new entry (CPU B)"
-            } else {
-                "the old entry (CPU A's descriptor)"
-            }
-        ))
+        StepNote::lazy(|| {
+            format!(
+                "IRTE fetch for {vector}: {}",
+                if to_new_cpu {
+                    "the new entry (CPU B)"
+                } else {
+                    "the old entry (CPU A's descriptor)"
+                }
+            )
+        })
     }
 
     /// The fetched post updates its descriptor: A's (a post as without migration) or
@@ -82,10 +84,12 @@ impl World {
             self.posts_to_new_cpu += 1;
             return Ok((
                 false,
-                StepNote(format!(
-                    "post {} into CPU B's descriptor (handled there)",
-                    post.vector
-                )),
+                StepNote::lazy(|| {
+                    format!(
+                        "post {} into CPU B's descriptor (handled there)",
+                        post.vector
+                    )
+                }),
             ));
         }
         self.post(post.vector, false, checks)
@@ -120,11 +124,11 @@ impl World {
         match self.migration {
             MigrationStep::NotStarted => {
                 self.migration = MigrationStep::IrteWritten;
-                StepNote(format!("modify_irte: the IRTE of {vector} now names CPU B"))
+                StepNote::lazy(|| format!("modify_irte: the IRTE of {vector} now names CPU B"))
             }
             MigrationStep::IrteWritten => {
                 self.migration = MigrationStep::IecFlushed;
-                StepNote("qi_flush_iec: the IOMMU remaps with the new entry".into())
+                StepNote::lazy(|| "qi_flush_iec: the IOMMU remaps with the new entry".into())
             }
             MigrationStep::IecFlushed => {
                 assert!(
@@ -133,15 +137,17 @@ impl World {
                 );
                 self.migration = MigrationStep::OldVectorFreed;
                 let in_pir = self.desc.pir().contains(vector);
-                StepNote(format!(
-                    "vector cleanup on A (checks {}): {vector} not pending, freed{}",
-                    self.cleanup.name(),
-                    if in_pir {
-                        " with its PIR bit still set"
-                    } else {
-                        ""
-                    }
-                ))
+                StepNote::lazy(|| {
+                    format!(
+                        "vector cleanup on A (checks {}): {vector} not pending, freed{}",
+                        self.cleanup.name(),
+                        if in_pir {
+                            " with its PIR bit still set"
+                        } else {
+                            ""
+                        }
+                    )
+                })
             }
             MigrationStep::OldVectorFreed => unreachable!("the migration is done"),
         }

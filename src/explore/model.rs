@@ -53,6 +53,7 @@
 //!   does). A vector taken out of PIR whose handler has not run since it was posted is
 //!   lost.
 
+use std::cell::Cell;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -235,6 +236,52 @@ impl Run {
 /// What one step did, for traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepNote(pub String);
+
+thread_local! {
+    /// Whether steps on this thread say what they did. The search turns it off: it
+    /// takes hundreds of thousands of steps and reads none of their notes, and making
+    /// them was a tenth of its time. A counterexample is replayed with it on.
+    static NARRATING: Cell<bool> = const { Cell::new(true) };
+}
+
+impl StepNote {
+    /// A note whose text is made only if this thread narrates (see [`quiet`]).
+    pub fn lazy(text: impl FnOnce() -> String) -> StepNote {
+        StepNote(narrate(text))
+    }
+
+    /// Whether the note was left empty because the thread was quiet.
+    pub fn is_silent(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// `text()`, or an empty string without calling it on a quiet thread.
+pub(crate) fn narrate(text: impl FnOnce() -> String) -> String {
+    if NARRATING.with(Cell::get) {
+        text()
+    } else {
+        String::new()
+    }
+}
+
+/// Steps on this thread make no notes until the guard is dropped.
+pub(crate) struct Quiet {
+    was: bool,
+}
+
+/// Silences this thread's step notes (see [`StepNote::lazy`]) while the guard lives.
+pub(crate) fn quiet() -> Quiet {
+    Quiet {
+        was: NARRATING.with(|n| n.replace(false)),
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        NARRATING.with(|n| n.set(self.was));
+    }
+}
 
 /// The state of the descriptor, the APIC's notification bits, the handler and the
 /// ledger. Everything that decides the future is in here, so two equal worlds behave
@@ -513,11 +560,11 @@ impl World {
         let what = if r.notification.is_some() {
             self.notifications += 1;
             self.in_flight += 1;
-            "ON 0->1, notification sent".to_string()
+            "ON 0->1, notification sent"
         } else if r.on_before {
-            "ON already set: coalesced, no notification".to_string()
+            "ON already set: coalesced, no notification"
         } else {
-            "SN set: suppressed, no notification".to_string()
+            "SN set: suppressed, no notification"
         };
         let merged = if r.already_pending {
             ", bit already pending"
@@ -526,7 +573,7 @@ impl World {
         };
         Ok((
             r.notification.is_some(),
-            StepNote(format!("post {vector}{urg_note}: {what}{merged}")),
+            StepNote::lazy(|| format!("post {vector}{urg_note}: {what}{merged}")),
         ))
     }
 
@@ -535,10 +582,12 @@ impl World {
         assert!(self.in_flight > 0, "no notification in flight");
         self.in_flight -= 1;
         let merged = std::mem::replace(&mut self.irr, true);
-        StepNote(if merged {
-            "notification arrives: merges into pending IRR".into()
-        } else {
-            "notification arrives: IRR set".into()
+        StepNote::lazy(|| {
+            if merged {
+                "notification arrives: merges into pending IRR".into()
+            } else {
+                "notification arrives: IRR set".into()
+            }
         })
     }
 
@@ -556,7 +605,9 @@ impl World {
             self.rechecks_due += 1;
         }
         self.check_pir_source(&before, 0, 0, checks)?;
-        Ok(StepNote(format!("{} SN", if sn { "set" } else { "clear" })))
+        Ok(StepNote::lazy(|| {
+            format!("{} SN", if sn { "set" } else { "clear" })
+        }))
     }
 
     /// The SN owner's recheck after clearing SN: if PIR holds anything, test-and-set
@@ -565,12 +616,15 @@ impl World {
     pub fn sn_recheck(&mut self) -> (bool, StepNote) {
         self.rechecks_due = self.rechecks_due.saturating_sub(1);
         if self.desc.pir().is_empty() {
-            return (false, StepNote("recheck after SN clear: PIR empty".into()));
+            return (
+                false,
+                StepNote::lazy(|| "recheck after SN clear: PIR empty".into()),
+            );
         }
         if self.desc.on() {
             return (
                 false,
-                StepNote("recheck after SN clear: PIR pending, ON already set".into()),
+                StepNote::lazy(|| "recheck after SN clear: PIR pending, ON already set".into()),
             );
         }
         self.desc.set_on(true);
@@ -578,7 +632,9 @@ impl World {
         self.in_flight += 1;
         (
             true,
-            StepNote("recheck after SN clear: PIR pending, ON 0->1, notification sent".into()),
+            StepNote::lazy(|| {
+                "recheck after SN clear: PIR pending, ON 0->1, notification sent".into()
+            }),
         )
     }
 
@@ -594,10 +650,12 @@ impl World {
         self.isr = true;
         self.entries += 1;
         self.run = Some(Run::starting());
-        StepNote(format!(
-            "deliver notification {}: IRR->ISR, handler entry {}",
-            POSTED_MSI_NOTIFICATION_VECTOR, self.entries
-        ))
+        StepNote::lazy(|| {
+            format!(
+                "deliver notification {}: IRR->ISR, handler entry {}",
+                POSTED_MSI_NOTIFICATION_VECTOR, self.entries
+            )
+        })
     }
 
     /// Whether the running handler can perform the operation it is suspended on now:
@@ -614,11 +672,14 @@ impl World {
         match self.memory_model {
             MemoryModel::Sc => {
                 self.write_store(store);
-                (0, format!("store {store}"))
+                (0, narrate(|| format!("store {store}")))
             }
             MemoryModel::Tso => {
                 self.store_buffer.push(store);
-                (0, format!("store {store} (into the store buffer)"))
+                (
+                    0,
+                    narrate(|| format!("store {store} (into the store buffer)")),
+                )
             }
         }
     }
@@ -636,9 +697,9 @@ impl World {
         let store = self.store_buffer.remove(0);
         self.write_store(store);
         self.check_pir_source(&before, 0, 0, checks)?;
-        Ok(StepNote(format!(
-            "store buffer drains {store} to the descriptor"
-        )))
+        Ok(StepNote::lazy(|| {
+            format!("store buffer drains {store} to the descriptor")
+        }))
     }
 
     /// One step of the handler CPU's store buffer: its oldest store reaches the
@@ -667,7 +728,7 @@ impl World {
         *checks += 2;
         if let Some(vector) = run.retriggered {
             World::retriggered_return(vector, run.eois)?;
-            return Ok(StepNote("IDT entry returns (irq_exit)".into()));
+            return Ok(StepNote::lazy(|| "IDT entry returns (irq_exit)".into()));
         }
         if run.eois != 1 {
             return Err(Violation::new(
@@ -675,7 +736,7 @@ impl World {
                 format!("handler entry returned after {} EOIs, not 1", run.eois),
             ));
         }
-        Ok(StepNote("handler returns (irq_exit)".into()))
+        Ok(StepNote::lazy(|| "handler returns (irq_exit)".into()))
     }
 
     fn run_mut(&mut self) -> &mut Run {
@@ -718,10 +779,13 @@ impl World {
                     return Err(bad_word(word));
                 }
                 match buffered(self, word) {
-                    Some(v) => (v, format!("load PIR[{word}] -> {v:#x} (own store buffer)")),
+                    Some(v) => (
+                        v,
+                        narrate(|| format!("load PIR[{word}] -> {v:#x} (own store buffer)")),
+                    ),
                     None => {
                         let v = self.desc.pir_word(word);
-                        (v, format!("load PIR[{word}] -> {v:#x}"))
+                        (v, narrate(|| format!("load PIR[{word}] -> {v:#x}")))
                     }
                 }
             }
@@ -733,7 +797,7 @@ impl World {
                 self.store(BufferedStore::Pir { word, value })
             }
             CpuOp::StoreClearOn => self.store(BufferedStore::ClearOn),
-            CpuOp::Mfence => (0, "mfence".to_string()),
+            CpuOp::Mfence => (0, narrate(|| "mfence".into())),
             CpuOp::XchgPir { word, value } => {
                 *checks += 1;
                 if word >= 4 {
@@ -741,21 +805,30 @@ impl World {
                 }
                 let old = self.desc.pir_word(word);
                 self.desc.set_pir_word(word, value);
-                (old, format!("xchg PIR[{word}] <- {value:#x} -> {old:#x}"))
+                (
+                    old,
+                    narrate(|| format!("xchg PIR[{word}] <- {value:#x} -> {old:#x}")),
+                )
             }
             CpuOp::ClearOn => {
                 self.desc.set_on(false);
-                (0, "clear ON".to_string())
+                (0, narrate(|| "clear ON".into()))
             }
             CpuOp::TestAndClearOn => {
                 let was = self.desc.on();
                 self.desc.set_on(false);
-                (was as u64, format!("test-and-clear ON -> {}", was as u8))
+                (
+                    was as u64,
+                    narrate(|| format!("test-and-clear ON -> {}", was as u8)),
+                )
             }
             CpuOp::HandleVector(v)
                 if self.run.as_ref().is_some_and(|r| r.retriggered.is_some()) =>
             {
-                (0, format!("handle vector {v} (no PIR bit behind it)"))
+                (
+                    0,
+                    narrate(|| format!("handle vector {v} (no PIR bit behind it)")),
+                )
             }
             CpuOp::HandleVector(v) => {
                 self.check_dispatch_after_free(v)?;
@@ -773,7 +846,7 @@ impl World {
                         ),
                     ));
                 }
-                (0, format!("handle vector {v}"))
+                (0, narrate(|| format!("handle vector {v}")))
             }
             CpuOp::Eoi if self.run.as_ref().is_some_and(|r| r.retriggered.is_some()) => {
                 *checks += 1;
@@ -800,7 +873,7 @@ impl World {
                     ));
                 }
                 self.isr = false;
-                (0, "EOI".to_string())
+                (0, narrate(|| "EOI".into()))
             }
         };
         self.check_pir_source(&before, 0, 0, checks)?;
@@ -831,10 +904,12 @@ impl World {
             }
             Step::Done if !self.store_buffer.is_empty() => {
                 self.run_mut().returned = true;
-                Ok(Some(StepNote(format!(
-                    "handler returns; IRET waits for {} buffered store(s)",
-                    self.store_buffer.len()
-                ))))
+                Ok(Some(StepNote::lazy(|| {
+                    format!(
+                        "handler returns; IRET waits for {} buffered store(s)",
+                        self.store_buffer.len()
+                    )
+                })))
             }
             Step::Done => self.end_entry(checks).map(Some),
         }
@@ -957,6 +1032,25 @@ mod tests {
         assert!(checks >= 4);
     }
 
+    #[test]
+    fn a_quiet_thread_makes_no_notes_and_the_same_world() {
+        let (mut loud, mut hushed) = (World::new(), World::new());
+        let mut checks = (0, 0);
+        let (sent, note) = loud.post(V21, false, &mut checks.0).unwrap();
+        assert!(note.0.starts_with("post"), "{}", note.0);
+        {
+            let _quiet = quiet();
+            let (hushed_sent, hushed_note) = hushed.post(V21, false, &mut checks.1).unwrap();
+            assert_eq!(hushed_sent, sent);
+            assert!(hushed_note.is_silent(), "{}", hushed_note.0);
+            // Nested guards restore what they found, so the outer one still holds.
+            drop(quiet());
+            assert!(StepNote::lazy(|| unreachable!("a quiet thread formats nothing")).is_silent());
+        }
+        assert_eq!(hushed, loud, "notes never change the state");
+        assert_eq!(checks.0, checks.1);
+        assert!(!StepNote::lazy(|| "heard again".into()).is_silent());
+    }
     #[test]
     fn suppressed_post_is_parked_while_sn_is_set_and_lost_once_cleared() {
         let mut w = World::new();

@@ -15,7 +15,7 @@
 
 use sim_core::Vector;
 
-use super::model::{Invariant, Run, StepNote, Violation, World};
+use super::model::{narrate, Invariant, Run, StepNote, Violation, World};
 use crate::engine::Coroutine;
 use crate::kernel::retrigger::{handle_edge_posted, PostedMsiAck};
 use crate::kernel::{CpuOp, CpuPort, PirHandler};
@@ -40,14 +40,16 @@ impl World {
     /// one merges with a request still pending).
     pub fn retrigger_arrives(&mut self, vector: Vector) -> StepNote {
         let merged = std::mem::replace(&mut self.device_irr, true);
-        StepNote(format!(
-            "irq_retrigger: IPI of {vector} {}",
-            if merged {
-                "merges into pending IRR"
-            } else {
-                "sets IRR"
-            }
-        ))
+        StepNote::lazy(|| {
+            format!(
+                "irq_retrigger: IPI of {vector} {}",
+                if merged {
+                    "merges into pending IRR"
+                } else {
+                    "sets IRR"
+                }
+            )
+        })
     }
 
     /// Whether the APIC delivers the retriggered vector now: requested, not in
@@ -69,9 +71,9 @@ impl World {
             retriggered: Some(vector),
             ..Run::starting()
         });
-        StepNote(format!(
-            "deliver {vector} through the IDT: IRR->ISR, the posted chip's handle_edge_irq"
-        ))
+        StepNote::lazy(|| {
+            format!("deliver {vector} through the IDT: IRR->ISR, the posted chip's handle_edge_irq")
+        })
     }
 
     /// The EOI of a retriggered entry: the vector leaves service.
@@ -94,7 +96,7 @@ impl World {
             ));
         }
         self.device_isr = false;
-        Ok(format!("EOI ({vector} leaves service)"))
+        Ok(narrate(|| format!("EOI ({vector} leaves service)")))
     }
 
     /// Why a retriggered entry that returned with `eois` EOIs is wrong, if it is.

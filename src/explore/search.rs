@@ -63,6 +63,40 @@ pub(super) enum Actor {
     Migration,
 }
 
+/// Actors that are not posts, each at most once (see [`Explorer::enabled`]).
+const OTHER_ACTORS: usize = 9;
+
+/// The actors that may step in a state, in the order the search takes them. Kept
+/// inline: the search asks twice per step, and a heap list was one allocation each.
+#[derive(Clone, Copy)]
+pub(super) struct Enabled {
+    len: usize,
+    actors: [Actor; OTHER_ACTORS + super::MAX_POST_CHOICES],
+}
+
+impl Default for Enabled {
+    fn default() -> Self {
+        Enabled {
+            len: 0,
+            actors: [Actor::Handler; OTHER_ACTORS + super::MAX_POST_CHOICES],
+        }
+    }
+}
+
+impl Enabled {
+    fn push(&mut self, actor: Actor) {
+        self.actors[self.len] = actor;
+        self.len += 1;
+    }
+}
+
+impl std::ops::Deref for Enabled {
+    type Target = [Actor];
+    fn deref(&self) -> &[Actor] {
+        &self.actors[..self.len]
+    }
+}
+
 impl Actor {
     fn name(self) -> &'static str {
         match self {
@@ -440,9 +474,9 @@ impl<'a> Explorer<'a> {
         }
     }
 
-    fn enabled(&self, s: &State) -> Vec<Actor> {
+    fn enabled(&self, s: &State) -> Enabled {
         let w = &s.world;
-        let mut out = Vec::with_capacity(5);
+        let mut out = Enabled::default();
         if w.handler_can_step() {
             out.push(Actor::Handler);
         }
@@ -452,7 +486,9 @@ impl<'a> Explorer<'a> {
         if (s.next_post as usize) < self.config.posts.len() && w.fetched.is_none() {
             let choices = self.config.post_choices.len().max(1);
             // At most MAX_POST_CHOICES (validated), so the index fits.
-            out.extend((0..choices).map(|k| Actor::Iommu(k as u8)));
+            for k in 0..choices {
+                out.push(Actor::Iommu(k as u8));
+            }
         }
         if (s.next_urg as usize) < self.config.urg_posts.len() {
             out.push(Actor::IommuUrg);
@@ -533,12 +569,12 @@ impl<'a> Explorer<'a> {
             Actor::Handler => {
                 let op = n.world.run.as_ref().expect("handler enabled").pending;
                 let (_, note) = n.world.handler_op(op, checks)?;
-                notes.push(note);
+                keep(notes, note);
                 let run = n.world.run.as_ref().expect("still running");
                 let entry = run.retriggered.map(|v| (v, self.config.posted_msi_ack));
                 let step = advance_handler(self.handler, entry, &run.results, op)?;
                 if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
-                    notes.push(note);
+                    keep(notes, note);
                 }
             }
             Actor::Iommu(_) | Actor::IommuUrg => {
@@ -557,30 +593,30 @@ impl<'a> Explorer<'a> {
                 if !urg && n.world.migrated == Some(vector) {
                     // A post of the migrating vector: the IRTE fetch now, the
                     // descriptor update as a step of its own.
-                    notes.push(n.world.fetch_irte(vector));
+                    keep(notes, n.world.fetch_irte(vector));
                 } else {
                     let (sent, note) = n.world.post(vector, urg, checks)?;
-                    notes.push(note);
+                    keep(notes, note);
                     if sent {
-                        notes.push(n.world.notification_arrives());
+                        keep(notes, n.world.notification_arrives());
                     }
                 }
             }
             Actor::IommuSwap => {
                 let (sent, note) = n.world.swap_fetched(checks)?;
-                notes.push(note);
+                keep(notes, note);
                 if sent {
-                    notes.push(n.world.notification_arrives());
+                    keep(notes, n.world.notification_arrives());
                 }
             }
-            Actor::Migration => notes.push(n.world.migration_step()),
+            Actor::Migration => keep(notes, n.world.migration_step()),
             Actor::SnCpu if self.sn_software.is_some() => {
                 let sw = self.sn_software.expect("guarded");
                 let op = n.sn_next.expect("enabled only while it runs");
                 let (result, sent, note) = n.world.sn_op(op, checks)?;
-                notes.push(note);
+                keep(notes, note);
                 if sent {
-                    notes.push(n.world.notification_arrives());
+                    keep(notes, n.world.notification_arrives());
                 }
                 n.sn_results.push(result);
                 n.sn_next = match advance_sn(sw, self.config.sn_toggles, &n.sn_results, Some(op))? {
@@ -593,38 +629,45 @@ impl<'a> Explorer<'a> {
                 let step = self.sn[n.sn_step as usize];
                 n.sn_step += 1;
                 match step {
-                    SnStep::Set => notes.push(n.world.set_sn(true, false, checks)?),
+                    SnStep::Set => keep(notes, n.world.set_sn(true, false, checks)?),
                     SnStep::Clear => {
                         let recheck = self.config.sn_recheck;
-                        notes.push(n.world.set_sn(false, recheck, checks)?);
+                        keep(notes, n.world.set_sn(false, recheck, checks)?);
                     }
                     SnStep::Recheck => {
                         let (sent, note) = n.world.sn_recheck();
-                        notes.push(note);
+                        keep(notes, note);
                         if sent {
-                            notes.push(n.world.notification_arrives());
+                            keep(notes, n.world.notification_arrives());
                         }
                     }
                 }
             }
-            Actor::StoreBuffer => notes.extend(n.world.drain_one(checks)?),
+            Actor::StoreBuffer => n
+                .world
+                .drain_one(checks)?
+                .into_iter()
+                .for_each(|note| keep(notes, note)),
             Actor::Apic => {
-                notes.push(n.world.deliver());
+                keep(notes, n.world.deliver());
                 let step = start_handler(self.handler, None);
                 if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
-                    notes.push(note);
+                    keep(notes, note);
                 }
             }
             Actor::IrqCore => {
                 n.retriggers_sent += 1;
-                notes.push(n.world.retrigger_arrives(self.config.retrigger_vector));
+                keep(
+                    notes,
+                    n.world.retrigger_arrives(self.config.retrigger_vector),
+                );
             }
             Actor::ApicIdt => {
                 let vector = self.config.retrigger_vector;
-                notes.push(n.world.deliver_retriggered(vector));
+                keep(notes, n.world.deliver_retriggered(vector));
                 let step = start_handler(self.handler, Some((vector, self.config.posted_msi_ack)));
                 if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
-                    notes.push(note);
+                    keep(notes, note);
                 }
             }
         }
@@ -665,6 +708,14 @@ fn initial_state(sn_software: Option<&dyn SnSoftware>, config: &ExploreConfig) -
         sn_step: 0,
         retriggers_sent: 0,
         last_was_handler: false,
+    }
+}
+
+/// Adds what a step did, unless it said nothing (a quiet thread, see
+/// [`super::model::quiet`]): a step then allocates no note list at all.
+fn keep(notes: &mut Vec<StepNote>, note: StepNote) {
+    if !note.is_silent() {
+        notes.push(note);
     }
 }
 
@@ -795,7 +846,7 @@ mod tests {
                     classes.insert(violation_mark(class, None, &v));
                 }
             }
-            for actor in enabled {
+            for &actor in enabled.iter() {
                 let applied = ex.apply(&s, actor);
                 match &applied.violation {
                     None => todo.push(applied.state),
@@ -1005,7 +1056,7 @@ mod tests {
                     let back: State = postcard::from_bytes(&body).unwrap();
                     assert_eq!(back, s, "{name} {c:?}");
                     checked += 1;
-                    for actor in ex.enabled(&s) {
+                    for &actor in ex.enabled(&s).iter() {
                         let applied = ex.apply(&s, actor);
                         if applied.violation.is_none() {
                             todo.push(applied.state);

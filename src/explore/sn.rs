@@ -8,7 +8,7 @@
 //! the program has returned, the usual checks apply, so a sequence that forgets the
 //! recheck fails `nothing-lost` at quiescence.
 
-use super::model::{Invariant, StepNote, Violation, World};
+use super::model::{narrate, Invariant, StepNote, Violation, World};
 use crate::engine::{Coroutine, Step};
 use crate::kernel::sn::{SnOp, SnPort, SnSoftware};
 
@@ -63,7 +63,7 @@ impl World {
                     ));
                 }
                 let v = self.desc.pir_word(word);
-                (v, false, format!("load PIR[{word}] -> {v:#x}"))
+                (v, false, narrate(|| format!("load PIR[{word}] -> {v:#x}")))
             }
             SnOp::TestAndSetOn => {
                 let was = self.desc.on();
@@ -74,14 +74,14 @@ impl World {
                 (
                     was as u64,
                     false,
-                    format!("test-and-set ON -> {}", was as u8),
+                    narrate(|| format!("test-and-set ON -> {}", was as u8)),
                 )
             }
             SnOp::SendNotification => {
                 self.notify_owed = false;
                 self.notifications += 1;
                 self.in_flight += 1;
-                (0, true, "send notification".to_string())
+                (0, true, narrate(|| "send notification".into()))
             }
         };
         self.check_pir_source(&before, 0, 0, checks)?;

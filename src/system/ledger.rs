@@ -243,7 +243,7 @@ impl Ledger {
     pub fn drop_served(&mut self, cpu: usize, v: Vector, reason: &str) -> u64 {
         let slot = self.cpus[cpu].get_mut(v);
         let mut bag = slot.harvested.take();
-        bag.absorb(slot.in_service.take());
+        bag.move_from(&mut slot.in_service);
         let before = self.dropped_total();
         *self.dropped.entry(reason.to_string()).or_insert(0) += bag.in_spans();
         for &t in bag.exact() {
@@ -287,16 +287,14 @@ impl Ledger {
             let v = Vector((word as u32 * 64 + b.trailing_zeros()) as u8);
             b &= b - 1;
             let slot = self.cpus[cpu].get_mut(v);
-            let moved = slot.in_pir.take();
-            slot.harvested.absorb(moved);
+            slot.harvested.move_from(&mut slot.in_pir);
         }
     }
 
     /// The LAPIC moved vector `v` from IRR to ISR.
     pub fn acknowledged(&mut self, cpu: usize, v: Vector) {
         let slot = self.cpus[cpu].get_mut(v);
-        let moved = slot.in_irr.take();
-        slot.in_service.absorb(moved);
+        slot.in_service.move_from(&mut slot.in_irr);
     }
 
     /// Vector `v`'s handler starts on `cpu`; fills `out` with the MSIs it serves

@@ -112,18 +112,39 @@ impl TokenBag {
     }
 
     /// Moves every MSI of `other` into this bag.
-    pub fn absorb(&mut self, other: TokenBag) {
+    pub fn absorb(&mut self, mut other: TokenBag) {
+        self.move_from(&mut other);
+    }
+
+    /// Moves every MSI of `other` into this bag and leaves `other` empty, with
+    /// buffers. MSIs pass through the same places (PIR, harvested, in service) over
+    /// and over, so the buffers go round with them instead of being freed at one
+    /// place and allocated again at the next.
+    pub fn move_from(&mut self, other: &mut TokenBag) {
         if self.is_empty() {
-            *self = other;
+            std::mem::swap(self, other);
+            other.clear();
             return;
         }
-        for msi in other.exact {
+        for i in 0..other.exact.len() {
+            let msi = other.exact[i];
             self.push(msi);
         }
         self.newest = self.newest.max(other.newest);
-        for s in other.spans {
+        for i in 0..other.spans.len() {
+            let s = other.spans[i];
             self.add_span(s);
         }
+        other.clear();
+    }
+
+    /// Empties the bag, keeping its buffers.
+    fn clear(&mut self) {
+        self.exact.clear();
+        self.spans.clear();
+        self.span_count = 0;
+        self.newest = SimTime::ZERO;
+        self.pass_at = 0;
     }
 
     /// Empties the bag, returning what it held.
@@ -282,6 +303,44 @@ mod tests {
         // An emptied bag starts over with exact tokens.
         b.push(tok(200, 5));
         assert_eq!((b.exact().len(), b.in_spans()), (1, 0));
+    }
+
+    #[test]
+    fn moved_msis_keep_their_order_and_the_buffers_go_round() {
+        // PIR, harvested and served, as one vector's MSIs pass through them.
+        let (mut pir, mut harvested) = (TokenBag::default(), TokenBag::default());
+        let (mut exact, mut spans) = (Vec::new(), Vec::new());
+        for round in 0..3u64 {
+            for i in 0..3 {
+                pir.push(tok(10 * round + i, 10 * round + i));
+            }
+            if round == 1 {
+                // A harvest that finds MSIs already there appends behind them.
+                harvested.push(tok(99, 1));
+            }
+            harvested.move_from(&mut pir);
+            assert!(pir.is_empty() && pir.spans().is_empty());
+            exact.clear();
+            harvested.drain_into(&mut exact, &mut spans);
+            let ids: Vec<u64> = exact.iter().map(|t| t.id).collect();
+            let mut want: Vec<u64> = (0..3).map(|i| 10 * round + i).collect();
+            if round == 1 {
+                want.insert(0, 99);
+            }
+            assert_eq!(ids, want, "round {round}");
+            // From the second round on, neither place allocates: each holds a buffer.
+            if round > 0 {
+                assert!(pir.exact.capacity() >= 3 && harvested.exact.capacity() >= 3);
+            }
+        }
+        // Spans move too, and count.
+        for i in 0..100 {
+            pir.push(tok(i, i * 1000));
+        }
+        harvested.push(tok(500, 0));
+        harvested.move_from(&mut pir);
+        assert_eq!((harvested.len(), pir.len()), (101, 0));
+        assert_eq!(harvested.in_spans(), 101 - EXACT_TOKENS as u64);
     }
 
     #[test]

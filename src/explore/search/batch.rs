@@ -23,7 +23,7 @@ use super::{
     counterexample, initial_state, Actor, Admission, ByteSink, Explorer, Fingerprint, Node,
     ShardMut, State, Visited, ROOT, VISITED_SHARDS,
 };
-use crate::explore::model::Violation;
+use crate::explore::model::{quiet, Violation};
 use crate::explore::{Counterexample, ExploreConfig, ExploreReport, ExploreResult};
 use crate::kernel::sn::SnSoftware;
 use crate::kernel::PirHandler;
@@ -108,6 +108,8 @@ fn expand<'p>(
     input: &[u8],
     out: &mut Expanded,
 ) {
+    // Nothing reads a searched step's notes; a counterexample is replayed with them.
+    let _quiet = quiet();
     let mut sink = ByteSink::default();
     let mut footprints: Vec<(u32, Footprint)> = Vec::new();
     for parent in parents {
