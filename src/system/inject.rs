@@ -230,7 +230,7 @@ impl System {
         );
         match result.notification {
             Some(n) => {
-                let target = self.apic_to_cpu.get(&n.ndst).copied();
+                let target = self.apic_index.get(u64::from(n.ndst));
                 match target {
                     Some(t) => self.send_injected_notification(now, t, n.nv),
                     None => self.notifications_undeliverable += 1,

@@ -107,11 +107,11 @@ impl System {
                 let unknown = u32::MAX;
                 let what = match action {
                     RemapAction::Deliver { dest, vector, .. } => IommuWork::Remapped {
-                        cpu: self.apic_to_cpu.get(&dest.0).copied().unwrap_or(unknown),
+                        cpu: self.apic_index.get(u64::from(dest.0)).unwrap_or(unknown),
                         vector,
                     },
                     RemapAction::Post { pda, vector, .. } => IommuWork::PostLookup {
-                        cpu: self.pda_to_cpu.get(&pda).copied().unwrap_or(unknown),
+                        cpu: self.pda_index.get(pda).unwrap_or(unknown),
                         vector,
                     },
                     RemapAction::Blocked { reason, .. } => IommuWork::Fault {
@@ -200,8 +200,8 @@ impl System {
                 ..
             }) => {
                 self.ledger.iommu -= 1;
-                match self.apic_to_cpu.get(&dest.0) {
-                    Some(&cpu) => {
+                match self.apic_index.get(u64::from(dest.0)) {
+                    Some(cpu) => {
                         self.ledger.fabric += 1;
                         let message = Event::ApicMessage {
                             cpu,
@@ -223,8 +223,8 @@ impl System {
             }
             UnitOutcome::Remap(RemapAction::Post {
                 pda, vector, urg, ..
-            }) => match self.pda_to_cpu.get(&pda) {
-                Some(&cpu) => {
+            }) => match self.pda_index.get(pda) {
+                Some(cpu) => {
                     self.line_posts[cpu as usize]
                         .waiting
                         .push_back(PendingPost {
@@ -320,8 +320,8 @@ impl System {
         match result.notification {
             Some(n) => {
                 self.notifications_sent += 1;
-                match self.apic_to_cpu.get(&n.ndst) {
-                    Some(&target) => {
+                match self.apic_index.get(u64::from(n.ndst)) {
+                    Some(target) => {
                         self.emit(SimEvent::NotificationSent {
                             t: now,
                             cpu: target,

@@ -16,6 +16,7 @@ pub mod arm;
 pub mod builder;
 pub mod costs;
 pub mod cpu;
+mod cpu_index;
 pub mod device_runtime;
 pub mod fabric;
 pub mod inject;
@@ -229,7 +230,10 @@ pub struct System {
     queue: EventQueue<Event>,
     cpus: Vec<cpu::Cpu>,
     apic_to_cpu: BTreeMap<u32, u32>,
-    pda_to_cpu: BTreeMap<u64, u32>,
+    /// `apic_to_cpu` as the per-MSI lookups read it.
+    apic_index: cpu_index::CpuIndex,
+    /// The CPU whose posted-interrupt descriptor is at an address.
+    pda_index: cpu_index::CpuIndex,
     iommus: Vec<IommuUnit>,
     /// Every root port with a device on it, by index (see `Scenario::device_ports`).
     ports: Vec<fabric::Port>,
@@ -555,8 +559,13 @@ impl System {
             queue,
             ledger: Ledger::new(cpus.len()),
             cpus,
+            apic_index: cpu_index::CpuIndex::new(
+                apic_to_cpu.iter().map(|(&id, &cpu)| (u64::from(id), cpu)),
+                0,
+            ),
             apic_to_cpu,
-            pda_to_cpu,
+            // Descriptors are 64-byte lines.
+            pda_index: cpu_index::CpuIndex::new(pda_to_cpu, 6),
             iommus: (0..sc.iommu.units)
                 .map(|u| IommuUnit {
                     remapper: remapper.clone(),
