@@ -78,9 +78,9 @@ impl System {
         msi: Option<MsiToken>,
     ) {
         let latency = Duration::from_ns_f64(self.costs.ioapic.message_latency_ns);
-        let cpu = *self
-            .apic_to_cpu
-            .get(&msg.destination)
+        let cpu = self
+            .apic_index
+            .get(u64::from(msg.destination))
             .expect("entries are programmed at this machine's APIC IDs");
         if msi.is_some() {
             self.ledger.fabric += 1;

@@ -229,8 +229,7 @@ pub struct System {
     freq: Freq,
     queue: EventQueue<Event>,
     cpus: Vec<cpu::Cpu>,
-    apic_to_cpu: BTreeMap<u32, u32>,
-    /// `apic_to_cpu` as the per-MSI lookups read it.
+    /// The CPU with an APIC ID.
     apic_index: cpu_index::CpuIndex,
     /// The CPU whose posted-interrupt descriptor is at an address.
     pda_index: cpu_index::CpuIndex,
@@ -563,7 +562,6 @@ impl System {
                 apic_to_cpu.iter().map(|(&id, &cpu)| (u64::from(id), cpu)),
                 0,
             ),
-            apic_to_cpu,
             // Descriptors are 64-byte lines.
             pda_index: cpu_index::CpuIndex::new(pda_to_cpu, 6),
             iommus: (0..sc.iommu.units)

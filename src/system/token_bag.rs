@@ -126,13 +126,11 @@ impl TokenBag {
             other.clear();
             return;
         }
-        for i in 0..other.exact.len() {
-            let msi = other.exact[i];
+        for &msi in &other.exact {
             self.push(msi);
         }
         self.newest = self.newest.max(other.newest);
-        for i in 0..other.spans.len() {
-            let s = other.spans[i];
+        for &s in &other.spans {
             self.add_span(s);
         }
         other.clear();

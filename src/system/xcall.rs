@@ -822,9 +822,9 @@ impl System {
         self.xcall.apic_topo.resolve_into(&msg, &mut targets);
         let mut accepted = at;
         for &id in &targets {
-            let cpu = *self
-                .apic_to_cpu
-                .get(&id.0)
+            let cpu = self
+                .apic_index
+                .get(u64::from(id.0))
                 .expect("the APIC topology holds only this machine's IDs");
             let distance = self.xcall.distance(from, cpu);
             let flight = self
