@@ -562,8 +562,7 @@ impl System {
                 apic_to_cpu.iter().map(|(&id, &cpu)| (u64::from(id), cpu)),
                 0,
             ),
-            // Descriptors are 64-byte lines.
-            pda_index: cpu_index::CpuIndex::new(pda_to_cpu, 6),
+            pda_index: cpu_index::CpuIndex::new(pda_to_cpu, pid_model::PID_ALIGN.trailing_zeros()),
             iommus: (0..sc.iommu.units)
                 .map(|u| IommuUnit {
                     remapper: remapper.clone(),

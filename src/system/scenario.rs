@@ -819,7 +819,7 @@ impl Scenario {
             .pid_addresses
             .get(cpu as usize)
             .copied()
-            .unwrap_or(self.cpus.pid_base + 64 * cpu as u64)
+            .unwrap_or(self.cpus.pid_base + pid_model::PID_ALIGN * cpu as u64)
     }
 
     /// The name of DSA device `i` in reports: its `name`, or `device<i>`.
