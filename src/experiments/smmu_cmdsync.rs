@@ -16,8 +16,9 @@
 //!   UDP payload the NIC sent, per simulated second.
 //!
 //! The platform is the `kunpeng920` profile (seed 004's hi1620): its SoC path is built
-//! from hops whose latencies are assumptions (no public figure found), so the figures
-//! are model output for that assumed part, not measurements.
+//! from hops. The compute-die and die-to-die hops come from a public core-to-core
+//! measurement of a Kunpeng 920; the I/O-die hop, the SMMU register and DRAM latencies
+//! are assumptions. The figures are model output, not measurements.
 
 use serde::Serialize;
 
@@ -234,7 +235,7 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     }
     let mut out = ExperimentOutput::new("smmu-cmdsync", ctx.seed, &rows);
     out.notes.push(format!(
-        "model output on the {} profile (platforms/{}.toml; its die-to-die, DRAM and register costs are assumptions), not a Kunpeng 920 measurement",
+        "model output on the {} profile (platforms/{}.toml; its I/O-die, DRAM and register costs are assumptions), not a Kunpeng 920 measurement",
         ctx.platform(PLATFORM).name,
         ctx.platform(PLATFORM).name
     ));
