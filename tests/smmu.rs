@@ -577,6 +577,27 @@ fn the_msi_reload_comes_from_where_the_write_landed() {
     );
 }
 
+/// The SMMU's command fetch is a ReadOnce: the core that wrote the command keeps its
+/// Modified copy, so its next command into that line is a hit. A fetch that snoops the
+/// line to Shared makes that write an upgrade. The SEV wait itself is the same.
+#[test]
+fn a_fetch_that_keeps_the_writers_copy_spares_its_next_command_an_upgrade() {
+    use irqsim::system::smmu_host::FetchSnoop;
+    let with = |snoop: FetchSnoop| {
+        let mut sc = empty_queue(false);
+        sc.costs.smmu_host.fetch_snoop = snoop;
+        run(&sc)
+    };
+    let (keep, share) = (with(FetchSnoop::Keep), with(FetchSnoop::Share));
+    assert_eq!(window(&keep), window(&share));
+    let upgrade_ns = empty_queue(false).costs.pid_line.upgrade_s_to_m_ns;
+    let saved = p50(&share) - p50(&keep);
+    assert!(
+        (saved - upgrade_ns).abs() < 3.0,
+        "a call saved {saved} ns, the upgrade costs {upgrade_ns} ns"
+    );
+}
+
 fn eight_cpus_on_a_512_entry_queue(lock: CmdqLock) -> Scenario {
     let mut sc = arm(8, false, false, 20_000.0);
     sc.seed = 0;

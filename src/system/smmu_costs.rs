@@ -13,7 +13,7 @@
 //! - a CONS `readl` is a round trip plus `smmu_register_ns` (sampled at the SMMU);
 //! - the SMMU's fetch of a ring line is a coherent read: one way to the home agent,
 //!   the line model's price of a DMA read there (a snoop of the core that wrote it),
-//!   and one way back;
+//!   and one way back; the writer keeps or shares its copy as [`FetchSnoop`] says;
 //! - the CMD_SYNC's MSI write travels one way to the home agent, where it invalidates
 //!   every cached copy (the line model's price of a DMA write); the poller's monitor
 //!   clears then, and its reload comes from where the write left the line
@@ -41,6 +41,30 @@ impl IoWriteLands {
         match self {
             IoWriteLands::Llc => "llc",
             IoWriteLands::Memory => "memory",
+        }
+    }
+}
+
+/// What the SMMU's fetch of a command line does to the copy of the core that wrote it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FetchSnoop {
+    /// The fetch is a non-allocating coherent read (AMBA ReadOnce), which the home
+    /// node serves with SnpOnce: the writer keeps its copy Modified, so its next
+    /// command into the line is a cache hit.
+    #[default]
+    Keep,
+    /// The fetch snoops the writer down to Shared (a ReadShared-like snoop): its next
+    /// command into the line must upgrade the line first.
+    Share,
+}
+
+impl FetchSnoop {
+    /// The name used in profiles and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FetchSnoop::Keep => "keep",
+            FetchSnoop::Share => "share",
         }
     }
 }
@@ -73,6 +97,10 @@ pub struct SmmuHostCosts {
     /// reloads it from. Default `llc`: assumption (x86-class home agents allocate I/O
     /// writes in the LLC).
     pub io_write_lands: IoWriteLands,
+    /// What the SMMU's command fetch leaves in the core that wrote the line. Default
+    /// `keep`: AMBA ReadOnce / SnpOnce, the read an I/O-coherent master issues for a
+    /// shareable, non-allocating access.
+    pub fetch_snoop: FetchSnoop,
     /// Leaving WFE after the event that ends it. Nanoseconds. Default 50:
     /// assumption (clock-gated standby exit).
     pub wfe_wake_ns: f64,
@@ -102,6 +130,7 @@ impl Default for SmmuHostCosts {
             io_die_hop_ns: 60.0,
             smmu_register_ns: 100.0,
             io_write_lands: IoWriteLands::Llc,
+            fetch_snoop: FetchSnoop::Keep,
             wfe_wake_ns: 50.0,
             event_stream_period_us: 100.0,
             cpu_relax_cycles: 10.0,

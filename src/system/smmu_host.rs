@@ -42,7 +42,7 @@ use sim_core::{Duration, SimTime};
 
 use super::cpu::{CpuState, Task, TaskCo, TaskKind, TaskOp};
 use super::scenario::{Arch, Scenario, ScenarioError};
-pub use super::smmu_costs::{IoWriteLands, SmmuHostCosts};
+pub use super::smmu_costs::{FetchSnoop, IoWriteLands, SmmuHostCosts};
 use super::task::TaskIssued;
 use super::{Event, System, LATENCY_MAX_NS};
 use crate::engine::{Coroutine, Priority, RngStreams};
@@ -956,10 +956,19 @@ impl System {
             Duration::ZERO
         };
         if let Some(start) = arm.smmu.next_consume_with_fetch(now, memory_path) {
-            // The SMMU's fetch snoops the slot's line: a writer's copy drops to S.
-            let _ = arm.host.lines[l]
-                .line
-                .perform(agent, LineOp::Load { word: w });
+            // The SMMU's fetch snoops the slot's line: per `fetch_snoop`, the writer
+            // keeps its Modified copy (SnpOnce) or drops to S.
+            let line = &mut arm.host.lines[l].line;
+            match self.costs.smmu_host.fetch_snoop {
+                FetchSnoop::Keep => {
+                    let _ = line
+                        .snapshot_read(agent, w)
+                        .expect("the SMMU is a DMA agent and slots are words of a line");
+                }
+                FetchSnoop::Share => {
+                    let _ = line.perform(agent, LineOp::Load { word: w });
+                }
+            }
             self.queue
                 .schedule(start.done_at, Priority::IOMMU, Event::SmmuConsumeDone);
         }

@@ -77,4 +77,7 @@ pub enum PidError {
     /// An operation the agent cannot issue: only an IOMMU posts, and it only posts.
     #[error("{agent} cannot issue {op}: only an IOMMU issues IommuPost, and nothing else")]
     OpNotAllowed { agent: String, op: String },
+    /// A snapshot read ([`Line::snapshot_read`]) by an agent that is not a DMA master.
+    #[error("{agent} cannot issue a snapshot read: only a DMA master reads without caching or snooping ownership away")]
+    SnapshotNotDma { agent: String },
 }

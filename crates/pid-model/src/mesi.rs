@@ -720,6 +720,42 @@ impl<D: LineData> Line<D> {
         }
     }
 
+    /// A DMA master's snapshot read of `word`: AMBA's ReadOnce, which the home node
+    /// serves with SnpOnce, a snoop the holder answers without changing its state
+    /// (AMBA CHI, SnpOnce: "preferably without changing the state of the cache line at
+    /// the Snoopee"; ACE ReadOnce: the line "is not cached locally", PassDirty stays
+    /// deasserted). So a core holding the line Modified supplies the data and stays
+    /// its owner: its next store is a hit, not an upgrade, unlike after
+    /// [`perform`](Self::perform)'s `Load`, which leaves it Shared. The read does not
+    /// allocate: where the data lives when nobody holds it is unchanged. It costs what
+    /// a `Load` by the same agent costs ([`timed_cost`](Self::timed_cost)).
+    pub fn snapshot_read(&mut self, agent: Agent, word: usize) -> Result<OpResult, PidError> {
+        if !agent.is_dma() {
+            return Err(PidError::SnapshotNotDma {
+                agent: agent.to_string(),
+            });
+        }
+        let op = LineOp::Load { word };
+        self.validate_op(agent, &op)?;
+        let kind = self.classify(agent, &op);
+        let got_modified = self.holders.iter().any(|(_, s)| *s == Mesi::M);
+        self.transitions_mut(agent).record(Mesi::I, Mesi::I);
+        let value = self.apply_data(op);
+        let c = self.counters_mut(agent);
+        c.loads += 1;
+        c.l1_misses += 1;
+        if got_modified {
+            c.modified_transfers += 1;
+        }
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        Ok(OpResult {
+            kind,
+            value,
+            from: Mesi::I,
+            to: Mesi::I,
+        })
+    }
+
     /// [`LineOp::validate`], and that only a descriptor line is posted into.
     pub fn validate_op(&self, agent: Agent, op: &LineOp) -> Result<(), PidError> {
         op.validate(agent)?;
@@ -939,6 +975,62 @@ mod tests {
             .validate_op(dma, &LineOp::Xchg { word: 0, value: 1 })
             .is_err());
         assert!(l.validate_op(dma, &post(0x40)).is_err());
+    }
+
+    /// A snapshot read (ReadOnce/SnpOnce) takes the writer's data and leaves it the
+    /// owner, so the writer's next store hits, where a snooping `Load` leaves it an
+    /// upgrade.
+    #[test]
+    fn a_snapshot_read_leaves_the_writer_its_modified_copy() {
+        let dma = Agent::dma(7, 0);
+        let costs = LineCosts::default();
+        let mut l = DataLine::with_data(Words::default(), 0);
+        let _ = l.perform(C0, LineOp::Store { word: 2, value: 5 });
+        let load = LineOp::Load { word: 2 };
+        let priced = l.cost(dma, &load, &costs, f());
+        let r = l.snapshot_read(dma, 2).unwrap();
+        assert_eq!(
+            (r.kind, r.word(), r.from, r.to),
+            (
+                AccessKind::RemoteModifiedSameSocket,
+                Some(5),
+                Mesi::I,
+                Mesi::I
+            )
+        );
+        assert_eq!(priced, costs.access_cost(r.kind, OpClass::Load, f()));
+        assert_eq!(l.holders(), &[(C0, Mesi::M)]);
+        let store = LineOp::Store { word: 3, value: 1 };
+        assert_eq!(l.classify(C0, &store), AccessKind::L1Hit);
+        let c = l.counters(dma);
+        assert_eq!((c.loads, c.l1_misses, c.modified_transfers), (1, 1, 1));
+        assert_eq!(l.transitions(dma).get(Mesi::I, Mesi::I), 1);
+        assert_eq!(l.transitions(C0).total(), 1, "only C0's own I -> M");
+        // The same read as a snooping load demotes the writer.
+        let _ = l.perform(dma, load);
+        assert_eq!(l.state(C0), Mesi::S);
+        assert_eq!(l.classify(C0, &store), AccessKind::Upgrade);
+        // It does not allocate: a line nobody holds stays where it was.
+        let _ = l.perform(dma, LineOp::Store { word: 0, value: 0 });
+        assert!(l.write_back_to_memory());
+        let r = l.snapshot_read(dma, 0).unwrap();
+        assert_eq!((r.kind, r.word()), (AccessKind::Memory, Some(0)));
+        assert_eq!(l.residence(), Residence::Memory);
+        assert!(l.holders().is_empty());
+        // Only a DMA master reads this way, and only words of the line.
+        assert!(matches!(
+            l.snapshot_read(C1, 0),
+            Err(PidError::SnapshotNotDma { .. })
+        ));
+        assert!(matches!(
+            l.snapshot_read(IO, 0),
+            Err(PidError::SnapshotNotDma { .. })
+        ));
+        assert_eq!(
+            l.snapshot_read(dma, PID_WORDS),
+            Err(PidError::WordOutOfRange { word: PID_WORDS })
+        );
+        l.check_invariants().unwrap();
     }
 
     #[test]
