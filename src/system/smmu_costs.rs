@@ -59,16 +59,6 @@ pub enum FetchSnoop {
     Share,
 }
 
-impl FetchSnoop {
-    /// The name used in profiles and reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FetchSnoop::Keep => "keep",
-            FetchSnoop::Share => "share",
-        }
-    }
-}
-
 /// CPU-side costs of the SMMU host path beyond the shared lines (which
 /// `costs.pid_line` prices), and the hops between cores and the SMMU.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
