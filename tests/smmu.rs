@@ -10,7 +10,9 @@ use iommu_sim::smmuv3::{Command, SmmuFeatures};
 use irqsim::experiments::smmu_cmdsync;
 use irqsim::report::Report;
 use irqsim::system::scenario::Arch;
-use irqsim::system::smmu_host::{load_iova, CmdqLock, SmmuLoadConfig, SmmuSetup, SmmuWorkload};
+use irqsim::system::smmu_host::{
+    load_iova, CmdqLock, MsiCompletion, SmmuLoadConfig, SmmuSetup, SmmuWorkload,
+};
 use irqsim::system::{DeliveryMode, Scenario, SimEvent, System};
 use proptest::prelude::*;
 
@@ -595,6 +597,65 @@ fn a_fetch_that_keeps_the_writers_copy_spares_its_next_command_an_upgrade() {
     assert!(
         (saved - upgrade_ns).abs() < 3.0,
         "a call saved {saved} ns, the upgrade costs {upgrade_ns} ns"
+    );
+}
+
+/// Sixteen CPUs issuing bare CMD_SYNCs with no think time keep the SMMU busy.
+fn back_to_back_syncs(msi: bool, completion: MsiCompletion) -> Report {
+    let mut sc = arm(16, msi, true, 100.0);
+    sc.costs.smmu_host.msi_completion = completion;
+    let mut l = load(16, SmmuWorkload::SyncOnly);
+    l.think_ns = 0.0;
+    sc.smmu_loads.push(l);
+    run(&sc)
+}
+
+/// A CMD_SYNC completes only once the MSI writes of the CMD_SYNCs before it are
+/// visible (IHI 0070 4.7.3), and the SMMU learns that from each write's response:
+/// back to back, the syncs cannot complete faster than one MSI round trip apart, however
+/// cheap the sync itself. Waiting by SEV has no write to wait for.
+#[test]
+fn back_to_back_syncs_complete_no_faster_than_one_msi_round_trip_apart() {
+    let k = &arm(1, true, true, 1.0).costs;
+    let round_trip_ns = k.smmu_cmdq.msi_write_ns + 2.0 * k.smmu_host.core_to_smmu().as_ns_f64();
+    let rate = |r: &Report| r.smmu.as_ref().unwrap().cmdq.sync as f64 / 100e3;
+    let msi = rate(&back_to_back_syncs(true, MsiCompletion::InOrder));
+    let sev = rate(&back_to_back_syncs(false, MsiCompletion::InOrder));
+    assert!(
+        msi * round_trip_ns <= 1.0,
+        "{msi} syncs/ns with a {round_trip_ns} ns round trip"
+    );
+    assert!(sev * round_trip_ns > 1.0, "SEV: {sev} syncs/ns");
+}
+
+/// An SMMU that holds the commands after a CMD_SYNC until its MSI write is
+/// acknowledged serves back-to-back syncs more slowly; a lone caller, whose next
+/// sync comes after the response, loses nothing; waiting by SEV is not affected.
+#[test]
+fn holding_the_queue_for_each_msi_response_slows_only_back_to_back_msi_syncs() {
+    let syncs =
+        |msi: bool, c: MsiCompletion| back_to_back_syncs(msi, c).smmu.as_ref().unwrap().cmdq.sync;
+    let (in_order, held) = (
+        syncs(true, MsiCompletion::InOrder),
+        syncs(true, MsiCompletion::Acknowledged),
+    );
+    assert!(
+        (held as f64) < 0.9 * in_order as f64,
+        "held {held}, in order {in_order}"
+    );
+    assert_eq!(
+        syncs(false, MsiCompletion::InOrder),
+        syncs(false, MsiCompletion::Acknowledged)
+    );
+    let lone = |c: MsiCompletion| {
+        let mut sc = empty_queue(true);
+        sc.costs.smmu_host.msi_completion = c;
+        let r = run(&sc);
+        (window(&r), p50(&r))
+    };
+    assert_eq!(
+        lone(MsiCompletion::InOrder),
+        lone(MsiCompletion::Acknowledged)
     );
 }
 

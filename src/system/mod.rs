@@ -188,6 +188,8 @@ enum Event {
     SmmuConsumeDone,
     /// An SEV from the SMMU reaches the cores.
     SmmuSev,
+    /// The SMMU's consumer may start again after holding for an MSI write's response.
+    SmmuResume,
     /// A CMD_SYNC's MSI write becomes visible in memory.
     SmmuMsiVisible { addr: u64, data: u32 },
     /// A CONS read of `cpu` samples the register (stale if `generation` moved on).
@@ -738,6 +740,7 @@ impl System {
             Event::SmmuProdArrive { prod } => self.on_smmu_prod_arrive(now, prod),
             Event::SmmuConsumeDone => self.on_smmu_consume_done(now),
             Event::SmmuSev => self.on_smmu_sev(now),
+            Event::SmmuResume => self.smmu_try_consume(now),
             Event::SmmuMsiVisible { addr, data } => self.on_smmu_msi_visible(now, addr, data),
             Event::SmmuConsSample { cpu, generation } => self.on_smmu_cons_sample(cpu, generation),
             Event::SmmuTick { cpu, generation } => self.on_smmu_tick(now, cpu, generation),

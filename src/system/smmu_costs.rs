@@ -18,6 +18,8 @@
 //!   every cached copy (the line model's price of a DMA write); the poller's monitor
 //!   clears then, and its reload comes from where the write left the line
 //!   ([`IoWriteLands`]);
+//!   the write's response comes back the same way; a later CMD_SYNC completes only
+//!   once it has ([`MsiCompletion`] says whether the commands between wait too);
 //! - an SEV travels one way to the cores and reaches every one of them.
 
 use serde::{Deserialize, Serialize};
@@ -59,6 +61,21 @@ pub enum FetchSnoop {
     Share,
 }
 
+/// When the SMMU counts a CMD_SYNC that signals by MSI as complete, which decides
+/// whether the commands after it wait for the MSI write's response.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MsiCompletion {
+    /// What IHI 0070 4.7.3 requires and no more: the commands after the CMD_SYNC go
+    /// ahead once it has issued its MSI, and only a later CMD_SYNC waits, for the
+    /// write responses of every earlier CMD_SYNC's MSI.
+    #[default]
+    InOrder,
+    /// The CMD_SYNC is complete only once its own MSI write's response is back, so
+    /// the SMMU begins nothing after it before then (a legal, simpler design).
+    Acknowledged,
+}
+
 /// CPU-side costs of the SMMU host path beyond the shared lines (which
 /// `costs.pid_line` prices), and the hops between cores and the SMMU.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,6 +108,9 @@ pub struct SmmuHostCosts {
     /// `keep`: AMBA ReadOnce / SnpOnce, the read an I/O-coherent master issues for a
     /// shareable, non-allocating access.
     pub fetch_snoop: FetchSnoop,
+    /// Whether the commands after a CMD_SYNC that signals by MSI wait for that
+    /// write's response. Default `in-order`: IHI 0070 4.7.3's minimum.
+    pub msi_completion: MsiCompletion,
     /// Leaving WFE after the event that ends it. Nanoseconds. Default 50:
     /// assumption (clock-gated standby exit).
     pub wfe_wake_ns: f64,
@@ -121,6 +141,7 @@ impl Default for SmmuHostCosts {
             smmu_register_ns: 100.0,
             io_write_lands: IoWriteLands::Llc,
             fetch_snoop: FetchSnoop::Keep,
+            msi_completion: MsiCompletion::InOrder,
             wfe_wake_ns: 50.0,
             event_stream_period_us: 100.0,
             cpu_relax_cycles: 10.0,

@@ -42,7 +42,7 @@ use sim_core::{Duration, SimTime};
 
 use super::cpu::{CpuState, Task, TaskCo, TaskKind, TaskOp};
 use super::scenario::{Arch, Scenario, ScenarioError};
-pub use super::smmu_costs::{FetchSnoop, IoWriteLands, SmmuHostCosts};
+pub use super::smmu_costs::{FetchSnoop, IoWriteLands, MsiCompletion, SmmuHostCosts};
 use super::task::TaskIssued;
 use super::{Event, System, LATENCY_MAX_NS};
 use crate::engine::{Coroutine, Priority, RngStreams};
@@ -931,9 +931,10 @@ impl System {
         self.smmu_try_consume(now);
     }
 
-    fn smmu_try_consume(&mut self, now: SimTime) {
+    pub(super) fn smmu_try_consume(&mut self, now: SimTime) {
         let arm = self.arm.as_mut().expect("arm");
-        if arm.smmu.cmdq.is_busy() {
+        // Only a fetch that happens may claim the line (its transfer occupies it).
+        if !arm.smmu.cmdq.can_start(now) {
             return;
         }
         let cons = arm.smmu.cmdq.cons();
@@ -1010,7 +1011,15 @@ impl System {
                     None => arrive,
                 };
                 self.queue
-                    .schedule(at, Priority::IOMMU, Event::SmmuMsiVisible { addr, data })
+                    .schedule(at, Priority::IOMMU, Event::SmmuMsiVisible { addr, data });
+                // The home agent's completion response travels back to the SMMU.
+                let acked = at + self.costs.smmu_host.core_to_smmu();
+                arm.smmu.cmdq.msi_write_acknowledged_at(acked);
+                if self.costs.smmu_host.msi_completion == MsiCompletion::Acknowledged {
+                    arm.smmu.cmdq.hold_until(acked);
+                    self.queue
+                        .schedule(acked, Priority::IOMMU, Event::SmmuResume);
+                }
             }
             ConsumeEffect::Sync(SyncCompletion::ConsUpdated { sev: true }) => {
                 let at = now + self.costs.smmu_host.core_to_smmu();

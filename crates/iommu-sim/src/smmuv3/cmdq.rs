@@ -348,6 +348,13 @@ pub struct CommandQueue {
     prefetched: u32,
     /// Latest completion time of consumed invalidations.
     outstanding_until: SimTime,
+    /// When the SMMU has the write responses of every CMD_SYNC MSI issued so far: a
+    /// later CMD_SYNC completes no earlier (IHI 0070 4.7.3, "CMD_SYNCs complete in
+    /// order. The MSI writes of any prior CMD_SYNC are ... visible").
+    msi_acked_until: SimTime,
+    /// The consumer takes no new command before this instant (see
+    /// [`hold_until`](CommandQueue::hold_until)).
+    held_until: SimTime,
     features: SmmuFeatures,
     costs: Costs,
     counters: CmdqCounters,
@@ -367,6 +374,8 @@ impl CommandQueue {
             in_flight: None,
             prefetched: 0,
             outstanding_until: SimTime::ZERO,
+            msi_acked_until: SimTime::ZERO,
+            held_until: SimTime::ZERO,
             features,
             costs: Costs::new(&config.costs),
             counters: CmdqCounters::default(),
@@ -402,6 +411,11 @@ impl CommandQueue {
     /// Whether a command is being consumed.
     pub fn is_busy(&self) -> bool {
         self.in_flight.is_some()
+    }
+    /// The instant before which the consumer takes no new command (`SimTime::ZERO`
+    /// unless [`hold_until`](Self::hold_until) set one).
+    pub fn held_until(&self) -> SimTime {
+        self.held_until
     }
     /// The active command error (SMMU_GERROR.CMDQ_ERR), if any.
     pub fn error(&self) -> Option<CommandError> {
@@ -504,10 +518,36 @@ impl CommandQueue {
 
     // ---- consumer ----
 
+    /// The write response of a CMD_SYNC's MSI reaches the SMMU at `at`: from then the
+    /// write is visible in its Shareability domain. A later CMD_SYNC does not complete
+    /// before every earlier one's MSI write is (IHI 0070 4.7.3).
+    pub fn msi_write_acknowledged_at(&mut self, at: SimTime) {
+        self.msi_acked_until = self.msi_acked_until.max(at);
+    }
+
+    /// The consumer starts no command before `at`: an implementation that treats a
+    /// CMD_SYNC as complete only once its own MSI write is acknowledged holds the
+    /// commands after it until then (4.7.3: later commands "do not begin processing
+    /// until the CMD_SYNC completes").
+    pub fn hold_until(&mut self, at: SimTime) {
+        self.held_until = self.held_until.max(at);
+    }
+
     /// Starts consuming the command at CONS if the consumer is idle, the queue is not
     /// stopped by an error, and PROD is ahead. Returns when it will be done.
     pub fn next_consume(&mut self, now: SimTime) -> Option<ConsumeStart> {
         self.next_consume_with_fetch(now, Duration::ZERO)
+    }
+
+    /// Whether [`next_consume`](Self::next_consume) at `now` would start a command:
+    /// the consumer is idle and not held, no error stops the queue, and PROD is ahead.
+    /// An engine asks this before pricing a line fetch, so that it books the memory
+    /// system only for a read that happens.
+    pub fn can_start(&self, now: SimTime) -> bool {
+        self.in_flight.is_none()
+            && self.error.is_none()
+            && self.pending() > 0
+            && now >= self.held_until
     }
 
     /// Whether the next command needs a new line of the ring read (none of the last
@@ -524,7 +564,7 @@ impl CommandQueue {
         now: SimTime,
         memory_path: Duration,
     ) -> Option<ConsumeStart> {
-        if self.in_flight.is_some() || self.error.is_some() || self.pending() == 0 {
+        if !self.can_start(now) {
             return None;
         }
         let g = self.geometry;
@@ -541,7 +581,10 @@ impl CommandQueue {
         let decoded = Command::decode(words);
         let done_at = match &decoded {
             Err(_) => t,
-            Ok(Command::Sync { .. }) => t.max(self.outstanding_until) + self.costs.sync,
+            // Its own work may overlap the wait for earlier MSI writes' responses.
+            Ok(Command::Sync { .. }) => {
+                (t.max(self.outstanding_until) + self.costs.sync).max(self.msi_acked_until)
+            }
             Ok(cmd) => {
                 let done = t + self.costs.issue(cmd);
                 if cmd.invalidation().is_some() {
@@ -859,6 +902,68 @@ mod tests {
             out[0].1.effect,
             ConsumeEffect::Invalidate(Invalidation::Va { asid: 1, .. })
         ));
+    }
+
+    /// Two CMD_SYNCs with MSIs, back to back in one line.
+    fn two_msi_syncs() -> CommandQueue {
+        let mut cq = q(3, SmmuFeatures::default());
+        for i in 0..2 {
+            let at = QueuePtr(i);
+            let sync = Command::Sync {
+                cs: SyncSignal::Irq,
+                msi_addr: cq.entry_addr(at),
+                msi_data: 0,
+            };
+            cq.write_entry(at, sync.encode());
+        }
+        cq.write_prod(SimTime::ZERO, 2).unwrap();
+        cq
+    }
+
+    #[test]
+    fn a_sync_does_not_complete_before_an_earlier_syncs_msi_write_is_acknowledged() {
+        let c = CmdqCosts::default();
+        let step = Duration::from_ns_f64(c.decode_ns + c.sync_ns);
+        // Nothing acknowledged late: the second sync follows the first at its own pace.
+        let mut free = two_msi_syncs();
+        let first = free.next_consume(SimTime::ZERO).unwrap().done_at;
+        free.complete_consume(first).unwrap();
+        assert_eq!(free.next_consume(first).unwrap().done_at, first + step);
+        // The first MSI's response comes back 500 ns after it completed: the second
+        // sync's own work overlaps the wait, and it completes when the response lands.
+        let mut cq = two_msi_syncs();
+        let first = cq.next_consume(SimTime::ZERO).unwrap().done_at;
+        cq.complete_consume(first).unwrap();
+        cq.msi_write_acknowledged_at(first + ns(500));
+        let second = cq.next_consume(first).unwrap().done_at;
+        assert_eq!(second, first + ns(500));
+        // An acknowledgement earlier than the sync's own work changes nothing.
+        let mut early = two_msi_syncs();
+        let first = early.next_consume(SimTime::ZERO).unwrap().done_at;
+        early.complete_consume(first).unwrap();
+        early.msi_write_acknowledged_at(first + ns(1));
+        assert_eq!(early.next_consume(first).unwrap().done_at, first + step);
+    }
+
+    #[test]
+    fn a_held_consumer_starts_nothing_until_the_hold_ends() {
+        let c = CmdqCosts::default();
+        let mut cq = two_msi_syncs();
+        let first = cq.next_consume(SimTime::ZERO).unwrap().done_at;
+        cq.complete_consume(first).unwrap();
+        let until = first + ns(300);
+        cq.hold_until(until);
+        cq.hold_until(first + ns(100)); // an earlier hold does not shorten it
+        assert_eq!(cq.held_until(), until);
+        assert!(!cq.can_start(first) && cq.can_start(until));
+        assert!(cq.next_consume(first).is_none());
+        assert!(cq.next_consume(first + ns(299)).is_none());
+        let s = cq.next_consume(until).unwrap();
+        assert_eq!(s.index, QueuePtr(1));
+        assert_eq!(
+            s.done_at,
+            until + Duration::from_ns_f64(c.decode_ns + c.sync_ns)
+        );
     }
 
     #[test]
