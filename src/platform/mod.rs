@@ -233,6 +233,26 @@ impl Platform {
         self.fields.iter().find(|f| f.path == path)
     }
 
+    /// Named-choice cost fields that are `calibrated` or `assumption`, each with the
+    /// choices it does not take here: the ones `irqsim validate --sensitivity`
+    /// switches.
+    pub fn switchable_fields(
+        &self,
+    ) -> impl Iterator<Item = (&PlatformField, Vec<&'static str>)> + '_ {
+        self.fields.iter().filter_map(|f| {
+            if !f.path.starts_with("costs.") || f.kind == SourceKind::Primary {
+                return None;
+            }
+            let now = f.value.as_str()?;
+            let others = choices(&f.path)?
+                .iter()
+                .copied()
+                .filter(|c| *c != now)
+                .collect();
+            Some((f, others))
+        })
+    }
+
     /// Numeric cost fields that are `calibrated` or `assumption`: the ones
     /// `irqsim validate --sensitivity` moves.
     pub fn movable_fields(&self) -> impl Iterator<Item = &PlatformField> {
@@ -242,6 +262,19 @@ impl Platform {
                 && f.value.as_f64().is_some_and(|v| v != 0.0)
         })
     }
+}
+
+/// The values a named-choice cost field can take, as profiles and `--set` spell them.
+/// Every string-valued cost field of a profile has an entry (a test checks it, and
+/// that each value is accepted).
+pub fn choices(path: &str) -> Option<&'static [&'static str]> {
+    Some(match path {
+        "costs.fabric.delivery_shared_by" => &["port", "stack", "socket"],
+        "costs.smmu_host.io_write_lands" => &["llc", "memory"],
+        "costs.smmu_host.fetch_snoop" => &["keep", "share"],
+        "costs.smmu_host.msi_completion" => &["in-order", "acknowledged"],
+        _ => return None,
+    })
 }
 
 /// Every leaf field path of a JSON tree, `prefix`ed, in order.
@@ -366,6 +399,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_named_choice_field_lists_its_choices_and_each_is_accepted_but_no_other() {
+        for p in all() {
+            for f in p.fields.iter().filter(|f| f.value.is_string()) {
+                let list = choices(&f.path)
+                    .unwrap_or_else(|| panic!("{} {}: no entry in choices()", p.name, f.path));
+                assert!(
+                    list.contains(&f.value.as_str().unwrap()),
+                    "{} {}: {} is not one of {list:?}",
+                    p.name,
+                    f.path,
+                    f.value
+                );
+                let at = FieldPath::parse(&f.path["costs.".len()..]).unwrap();
+                for value in list.iter().copied().chain(["no-such-choice"]) {
+                    let mut tree = p.costs_tree();
+                    path::set(&mut tree, &at, &Value::from(value)).unwrap();
+                    let accepted =
+                        serde_json::from_value::<Costs>(tree).is_ok_and(|c| c.validate().is_ok());
+                    assert_eq!(
+                        accepted,
+                        value != "no-such-choice",
+                        "{} {} = {value}",
+                        p.name,
+                        f.path
+                    );
+                }
+            }
+            // Switching offers every other choice of an assumed field, and only those.
+            for (f, others) in p.switchable_fields() {
+                assert_ne!(f.kind, SourceKind::Primary);
+                assert_eq!(others.len() + 1, choices(&f.path).unwrap().len());
+                assert!(!others.contains(&f.value.as_str().unwrap()));
+            }
+        }
+        let kunpeng: Vec<String> = get("kunpeng920")
+            .unwrap()
+            .switchable_fields()
+            .map(|(f, _)| f.path.clone())
+            .collect();
+        assert!(
+            kunpeng.contains(&"costs.smmu_host.msi_completion".to_string()),
+            "{kunpeng:?}"
+        );
     }
 
     #[test]

@@ -12,7 +12,11 @@
 //! `--sensitivity` moves each `assumption` and `calibrated` numeric cost field of the
 //! platforms the points run on by -20 % and +20 %, one at a time, reruns every point
 //! on that platform, and lists every comparison whose direction (or tie) changes,
-//! with the field and, by bisection, the factor at which it changes.
+//! with the field and, by bisection, the factor at which it changes. It also switches
+//! each assumed named-choice field (where an I/O write lands, what a snoop leaves,
+//! when a CMD_SYNC completes, ...) to each of its other choices, one at a time, and
+//! lists the comparisons that change direction with it: a binary assumption that
+//! decides a direction is as much a warning as a cost that does.
 
 pub mod arm_apic_figures;
 pub mod figures;
@@ -114,6 +118,34 @@ pub struct Flip {
     pub to: Direction,
 }
 
+/// A comparison whose direction changed when one named-choice field was switched.
+#[derive(Clone, Debug, Serialize)]
+pub struct Switch {
+    /// The figure.
+    pub figure: String,
+    /// The field switched (`costs.<table>.<field>`).
+    pub field: String,
+    /// The choice it was switched to.
+    pub value: String,
+    /// The model's direction at the profile's choice and at `value`.
+    pub from: Direction,
+    /// See `from`.
+    pub to: Direction,
+    /// The model's ratio at the profile's choice.
+    pub model_from: f64,
+    /// The model's ratio at `value`.
+    pub model_to: f64,
+}
+
+/// A named-choice field `--sensitivity` switched.
+#[derive(Clone, Debug, Serialize)]
+pub struct SwitchedField {
+    /// `costs.<table>.<field>`.
+    pub field: String,
+    /// The choices tried on each platform (every one but the profile's).
+    pub choices: BTreeMap<String, Vec<String>>,
+}
+
 /// What `--sensitivity` found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Sensitivity {
@@ -121,6 +153,10 @@ pub struct Sensitivity {
     pub moved: Vec<MovedField>,
     /// Every comparison that changed direction, field by field.
     pub flips: Vec<Flip>,
+    /// Each named-choice field switched, with the choices tried.
+    pub switched: Vec<SwitchedField>,
+    /// Every comparison that changed direction when a field was switched.
+    pub switches: Vec<Switch>,
 }
 
 /// A field `--sensitivity` moved.
@@ -213,6 +249,25 @@ fn moved_sets(field: &str, factor: f64) -> impl Fn(Point) -> Vec<FieldSet> + '_ 
     }
 }
 
+/// The sets that switch `field` to `value` on the platform of each point where it is
+/// an assumed named choice with another value (nothing elsewhere).
+fn switched_sets<'a>(field: &'a str, value: &'a str) -> impl Fn(Point) -> Vec<FieldSet> + 'a {
+    move |p: Point| {
+        let platform = crate::platform::get(p.platform()).expect("embedded");
+        let switchable = platform
+            .switchable_fields()
+            .any(|(f, others)| f.path == field && others.contains(&value));
+        if switchable {
+            vec![FieldSet {
+                path: FieldPath::parse(field).expect("profile paths parse"),
+                value: Value::from(value),
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// Runs the validation; `sensitivity` adds the one-at-a-time moves.
 pub fn validate(seed: u64, sensitivity: bool, threads: usize) -> Validation {
     let points = all_points();
@@ -283,13 +338,91 @@ fn sensitivity_of(base: &Results, points: &[Point], seed: u64, threads: usize) -
             }
         }
     }
+    let (switched, switches) = switches_of(base, points, seed, threads);
     Sensitivity {
         moved: moved
             .into_iter()
             .map(|(field, kinds)| MovedField { field, kinds })
             .collect(),
         flips,
+        switched,
+        switches,
     }
+}
+
+/// Switches every assumed named-choice field of the points' platforms to each of its
+/// other choices, one at a time, and lists the comparisons whose direction changes.
+fn switches_of(
+    base: &Results,
+    points: &[Point],
+    seed: u64,
+    threads: usize,
+) -> (Vec<SwitchedField>, Vec<Switch>) {
+    let mut tried: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    let platforms: BTreeSet<&str> = points.iter().map(|p| p.platform()).collect();
+    for name in &platforms {
+        let p = crate::platform::get(name).expect("embedded");
+        for (f, others) in p.switchable_fields() {
+            tried.entry(f.path.clone()).or_default().insert(
+                name.to_string(),
+                others.iter().map(|c| c.to_string()).collect(),
+            );
+        }
+    }
+    let values: BTreeSet<(String, String)> = tried
+        .iter()
+        .flat_map(|(field, per)| {
+            per.values()
+                .flatten()
+                .map(move |v| (field.clone(), v.clone()))
+        })
+        .collect();
+    let mut jobs = Vec::new();
+    let mut keys = Vec::new();
+    for (field, value) in &values {
+        let sets = switched_sets(field, value);
+        for &p in points {
+            let s = sets(p);
+            if !s.is_empty() {
+                keys.push((field.clone(), value.clone(), p));
+                jobs.push(Job { point: p, sets: s });
+            }
+        }
+    }
+    let rows = run_jobs(&jobs, seed, threads);
+    let mut switched_results: BTreeMap<(String, String), Results> = BTreeMap::new();
+    for ((field, value, p), row) in keys.into_iter().zip(rows) {
+        switched_results
+            .entry((field, value))
+            .or_insert_with(|| base.clone())
+            .insert(p, row);
+    }
+    let mut switches = Vec::new();
+    let compared = figures::all()
+        .filter(|f| f.kind == Kind::Comparison && f.points.iter().all(|p| base.contains_key(p)));
+    let compared: Vec<&Figure> = compared.collect();
+    for ((field, value), results) in &switched_results {
+        for f in compared.iter().copied() {
+            let (model_from, model_to) = ((f.model)(base), (f.model)(results));
+            let (from, to) = (Direction::of(model_from), Direction::of(model_to));
+            if from != to {
+                switches.push(Switch {
+                    figure: f.id.into(),
+                    field: field.clone(),
+                    value: value.clone(),
+                    from,
+                    to,
+                    model_from,
+                    model_to,
+                });
+            }
+        }
+    }
+    let switched = tried
+        .into_iter()
+        .map(|(field, choices)| SwitchedField { field, choices })
+        .collect();
+    (switched, switches)
 }
 
 /// Bisects the factor between 1 and `far` at which `f`'s direction leaves `from`.
@@ -391,6 +524,25 @@ pub fn render(v: &Validation) -> String {
             }
             s.push_str(&t.render());
         }
+        s.push_str(&format!(
+            "switched: {} named-choice fields, each to every other choice, one at a time\n",
+            sens.switched.len()
+        ));
+        if sens.switches.is_empty() {
+            s.push_str("no comparison changes direction\n");
+        } else {
+            let mut t = Table::new(["figure", "field", "switched to", "model", "ratio"]);
+            for w in &sens.switches {
+                t.row([
+                    w.figure.clone(),
+                    w.field.clone(),
+                    w.value.clone(),
+                    format!("{} -> {}", w.from.name(), w.to.name()),
+                    format!("{:.3} -> {:.3}", w.model_from, w.model_to),
+                ]);
+            }
+            s.push_str(&t.render());
+        }
     }
     s.push_str(&format!("({})\n", crate::report::MODEL_NOTE));
     s
@@ -437,5 +589,59 @@ mod tests {
         assert_eq!(on_spr.len(), 1);
         assert_eq!(on_spr[0].value.as_f64(), Some(3.25e6 * 0.8));
         assert!(sets(Point::Vmd(1, true, false)).is_empty());
+    }
+
+    #[test]
+    fn switching_when_a_cmd_sync_completes_decides_seed_004s_sixteen_thread_direction() {
+        let points = [
+            Point::Smmu(true, "udp-tx", 16),
+            Point::Smmu(false, "udp-tx", 16),
+        ];
+        let base = run(&points, &|_| Vec::new(), 1, 2);
+        let (switched, switches) = switches_of(&base, &points, 1, 2);
+        let fields: Vec<&str> = switched.iter().map(|s| s.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "costs.fabric.delivery_shared_by",
+                "costs.smmu_host.fetch_snoop",
+                "costs.smmu_host.io_write_lands",
+                "costs.smmu_host.msi_completion"
+            ]
+        );
+        let tx16: Vec<&Switch> = switches
+            .iter()
+            .filter(|w| w.figure == "004-tx16-sev-vs-msi")
+            .collect();
+        assert_eq!(tx16.len(), 1, "{switches:?}");
+        let w = tx16[0];
+        assert_eq!(
+            (w.field.as_str(), w.value.as_str()),
+            ("costs.smmu_host.msi_completion", "acknowledged")
+        );
+        assert_eq!(w.to, Direction::Above);
+        assert_ne!(w.from, Direction::Above);
+        assert!(w.model_to > w.model_from, "{w:?}");
+    }
+
+    #[test]
+    fn a_switched_field_changes_only_the_platforms_where_it_is_an_assumed_choice() {
+        let sets = switched_sets("costs.smmu_host.msi_completion", "acknowledged");
+        let on_kunpeng = sets(Point::Smmu(true, "udp-tx", 16));
+        assert_eq!(on_kunpeng.len(), 1);
+        assert_eq!(on_kunpeng[0].value, Value::from("acknowledged"));
+        // Switching a field to the profile's own choice sets nothing.
+        assert!(
+            switched_sets("costs.smmu_host.msi_completion", "in-order")(Point::Smmu(
+                true, "udp-tx", 16
+            ))
+            .is_empty()
+        );
+        assert!(
+            switched_sets("costs.smmu_host.io_write_lands", "memory")(Point::Smmu(
+                true, "empty", 1
+            ))
+            .is_empty()
+        );
     }
 }
