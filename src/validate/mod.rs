@@ -295,31 +295,18 @@ fn sensitivity_of(base: &Results, points: &[Point], seed: u64, threads: usize) -
                 .insert(name.to_string(), f.kind.as_str().into());
         }
     }
-    // One job list for every (field, factor), run together so the workers stay busy.
     let factors = [1.0 - MOVE, 1.0 + MOVE];
-    let mut jobs = Vec::new();
-    let mut keys = Vec::new();
-    for field in moved.keys() {
-        for &factor in &factors {
-            let sets = moved_sets(field, factor);
-            for &p in points {
-                let s = sets(p);
-                if s.is_empty() {
-                    continue; // the field is primary on this point's platform
-                }
-                keys.push((field.clone(), factor, p));
-                jobs.push(Job { point: p, sets: s });
-            }
-        }
-    }
-    let rows = run_jobs(&jobs, seed, threads);
-    let mut moved_results: BTreeMap<(String, u64), Results> = BTreeMap::new();
-    for ((field, factor, p), row) in keys.into_iter().zip(rows) {
-        moved_results
-            .entry((field, factor.to_bits()))
-            .or_insert_with(|| base.clone())
-            .insert(p, row);
-    }
+    let keys = moved
+        .keys()
+        .flat_map(|field| factors.map(|factor| (field.clone(), factor.to_bits())));
+    let moved_results = run_variants(
+        base,
+        points,
+        keys,
+        |(field, bits), p| moved_sets(field, f64::from_bits(*bits))(p),
+        seed,
+        threads,
+    );
     let mut flips = Vec::new();
     for ((field, factor_bits), results) in &moved_results {
         let factor = f64::from_bits(*factor_bits);
@@ -377,26 +364,14 @@ fn switches_of(
                 .map(move |v| (field.clone(), v.clone()))
         })
         .collect();
-    let mut jobs = Vec::new();
-    let mut keys = Vec::new();
-    for (field, value) in &values {
-        let sets = switched_sets(field, value);
-        for &p in points {
-            let s = sets(p);
-            if !s.is_empty() {
-                keys.push((field.clone(), value.clone(), p));
-                jobs.push(Job { point: p, sets: s });
-            }
-        }
-    }
-    let rows = run_jobs(&jobs, seed, threads);
-    let mut switched_results: BTreeMap<(String, String), Results> = BTreeMap::new();
-    for ((field, value, p), row) in keys.into_iter().zip(rows) {
-        switched_results
-            .entry((field, value))
-            .or_insert_with(|| base.clone())
-            .insert(p, row);
-    }
+    let switched_results = run_variants(
+        base,
+        points,
+        values,
+        |(field, value), p| switched_sets(field, value)(p),
+        seed,
+        threads,
+    );
     let mut switches = Vec::new();
     let compared = figures::all()
         .filter(|f| f.kind == Kind::Comparison && f.points.iter().all(|p| base.contains_key(p)));
@@ -423,6 +398,37 @@ fn switches_of(
         .map(|(field, choices)| SwitchedField { field, choices })
         .collect();
     (switched, switches)
+}
+
+/// Every point run once per variant `key`: `sets_of(key, point)` gives the point's
+/// field sets, and a point it leaves unchanged (no sets) keeps its `base` result. All
+/// variants' jobs run together so the workers stay busy.
+fn run_variants<K: Ord + Clone>(
+    base: &Results,
+    points: &[Point],
+    keys: impl IntoIterator<Item = K>,
+    sets_of: impl Fn(&K, Point) -> Vec<FieldSet>,
+    seed: u64,
+    threads: usize,
+) -> BTreeMap<K, Results> {
+    let mut jobs = Vec::new();
+    let mut owners = Vec::new();
+    for key in keys {
+        for &p in points {
+            let sets = sets_of(&key, p);
+            if !sets.is_empty() {
+                owners.push((key.clone(), p));
+                jobs.push(Job { point: p, sets });
+            }
+        }
+    }
+    let mut out: BTreeMap<K, Results> = BTreeMap::new();
+    for ((key, p), row) in owners.into_iter().zip(run_jobs(&jobs, seed, threads)) {
+        out.entry(key)
+            .or_insert_with(|| base.clone())
+            .insert(p, row);
+    }
+    out
 }
 
 /// Bisects the factor between 1 and `far` at which `f`'s direction leaves `from`.
