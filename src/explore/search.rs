@@ -372,23 +372,6 @@ impl Visited {
         (fp.0[1] >> 56) as usize % VISITED_SHARDS
     }
 
-    /// Whether [`admit`](Self::admit) would answer [`Admission::Known`] now. It then
-    /// does for ever after: an entry only grows more permissive (fewer preemptions,
-    /// fewer steps asleep), so a state known before a batch is known within it, and
-    /// its encoding is never read.
-    fn knows(&self, fp: Fingerprint, preemptions: u32, asleep: u32) -> bool {
-        let shard = Visited::shard(fp);
-        match &self.shards {
-            Shards::Unbounded(sets) => sets[shard].contains(&fp),
-            Shards::Bounded(maps) => maps[shard]
-                .get(&fp)
-                .is_some_and(|&best| best <= preemptions),
-            Shards::Sleeping(maps) => maps[shard]
-                .get(&SleepKey::of(fp))
-                .is_some_and(|&slept| slept & !asleep == 0),
-        }
-    }
-
     /// Records a state reached with `preemptions` and, with sleep sets, the steps
     /// `asleep` on the path that reached it.
     fn admit(&mut self, fp: Fingerprint, preemptions: u32, asleep: u32) -> Admission {

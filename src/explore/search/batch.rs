@@ -100,14 +100,12 @@ struct Mode {
     bound: Option<u32>,
 }
 
-/// Expands `parents` (bytes in `input`) into `out`. A next state that `visited`
-/// (as of before this batch) already rejects is not encoded: the merge skips it.
+/// Expands `parents` (bytes in `input`) into `out`.
 fn expand<'p>(
     ex: &mut Explorer<'_>,
     mode: Mode,
     parents: impl Iterator<Item = &'p Parent>,
     input: &[u8],
-    visited: &Visited,
     out: &mut Expanded,
 ) {
     // Nothing reads a searched step's notes; a counterexample is replayed with them.
@@ -174,10 +172,8 @@ fn expand<'p>(
                 None => {
                     let fingerprint = next.fingerprint(&mut sink, mode.reduce, mode.keep_last);
                     let start = out.bytes.len();
-                    if !visited.knows(fingerprint, p, next_asleep) {
-                        postcard::serialize_with_flavor(&next, BytePush(&mut out.bytes))
-                            .expect("explorer states serialize");
-                    }
+                    postcard::serialize_with_flavor(&next, BytePush(&mut out.bytes))
+                        .expect("explorer states serialize");
                     Outcome::Next {
                         fingerprint,
                         bytes: start..out.bytes.len(),
@@ -391,23 +387,16 @@ pub(crate) fn explore(
         let strided = |t: usize| parents.iter().skip(t).step_by(stride);
         outputs.iter_mut().for_each(Expanded::clear);
         if stride == 1 {
-            expand(
-                &mut ex,
-                mode,
-                parents.iter(),
-                &input,
-                &visited,
-                &mut outputs[0],
-            );
+            expand(&mut ex, mode, parents.iter(), &input, &mut outputs[0]);
         } else {
             let (own, others) = outputs.split_first_mut().expect("one output per thread");
-            let (input, known) = (&input, &visited);
+            let input = &input;
             std::thread::scope(|scope| {
                 for (t, (worker, out)) in workers.iter_mut().zip(others).enumerate() {
                     let mine = strided(t + 1);
-                    scope.spawn(move || expand(worker, mode, mine, input, known, out));
+                    scope.spawn(move || expand(worker, mode, mine, input, out));
                 }
-                expand(&mut ex, mode, strided(0), input, known, own);
+                expand(&mut ex, mode, strided(0), input, own);
             });
         }
         let spans = spans_in_order(parents.len(), stride, &outputs);
