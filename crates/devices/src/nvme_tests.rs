@@ -213,6 +213,39 @@ fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
     );
 }
 
+/// When one `advance` finds an aggregation timer and a later completion both due, the
+/// timer fires first: its MSI carries only the entry that armed it, at the timer's own
+/// instant, and the later entry starts a new aggregation window.
+#[test]
+fn a_timer_due_before_a_completion_fires_first_within_one_advance() {
+    let mut d = drive(NvmeConfig {
+        latency_ns: Some(fixed_latency(1000.0)),
+        iops_ceiling: Some(1e9),
+        coalescing: Coalescing {
+            threshold: 9,
+            time_100us: 2,
+        },
+        ..NvmeConfig::default()
+    });
+    let mut r = rng();
+    let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
+    assert!(run_until(&mut d, us(200)).is_empty());
+    // Completes at 201.5 us, after the timer armed for 201 us.
+    let _ = d.submit(ns(200_500), 0, 2, &mut r);
+    let mut msis = Vec::new();
+    let next = advance(&mut d, us(300), &mut msis);
+    assert_eq!(
+        msis,
+        vec![NvmeMsi {
+            at: us(201),
+            vector: 0,
+            entries: 1,
+            cause: MsiCause::Timer
+        }]
+    );
+    assert_eq!(next, Some(ns(401_500)));
+}
+
 #[test]
 fn reaping_unsignalled_entries_cancels_their_msi() {
     let mut d = drive(NvmeConfig {
