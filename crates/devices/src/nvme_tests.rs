@@ -186,9 +186,9 @@ fn a_threshold_or_a_time_alone_does_not_coalesce() {
     .enabled());
 }
 
-#[test]
-fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
-    let mut d = drive(NvmeConfig {
+/// A 1 us drive whose vector 0 aggregates up to 9 entries for 200 us.
+fn aggregating_200us_drive() -> NvmeDrive {
+    drive(NvmeConfig {
         latency_ns: Some(fixed_latency(1000.0)),
         iops_ceiling: Some(1e9),
         coalescing: Coalescing {
@@ -196,7 +196,12 @@ fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
             time_100us: 2,
         },
         ..NvmeConfig::default()
-    });
+    })
+}
+
+#[test]
+fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
+    let mut d = aggregating_200us_drive();
     let mut r = rng();
     let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
     assert!(run_until(&mut d, us(50)).is_empty());
@@ -218,15 +223,7 @@ fn aggregation_time_fires_in_100us_units_after_the_first_entry() {
 /// instant, and the later entry starts a new aggregation window.
 #[test]
 fn a_timer_due_before_a_completion_fires_first_within_one_advance() {
-    let mut d = drive(NvmeConfig {
-        latency_ns: Some(fixed_latency(1000.0)),
-        iops_ceiling: Some(1e9),
-        coalescing: Coalescing {
-            threshold: 9,
-            time_100us: 2,
-        },
-        ..NvmeConfig::default()
-    });
+    let mut d = aggregating_200us_drive();
     let mut r = rng();
     let _ = d.submit(SimTime::ZERO, 0, 1, &mut r);
     assert!(run_until(&mut d, us(200)).is_empty());
