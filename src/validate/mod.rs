@@ -373,12 +373,14 @@ fn switches_of(
         threads,
     );
     let mut switches = Vec::new();
-    let compared = figures::all()
-        .filter(|f| f.kind == Kind::Comparison && f.points.iter().all(|p| base.contains_key(p)));
-    let compared: Vec<&Figure> = compared.collect();
+    // Each comparison whose points ran, with its ratio at the profiles' choices.
+    let compared: Vec<(&Figure, f64)> = figures::all()
+        .filter(|f| f.kind == Kind::Comparison && f.points.iter().all(|p| base.contains_key(p)))
+        .map(|f| (f, (f.model)(base)))
+        .collect();
     for ((field, value), results) in &switched_results {
-        for f in compared.iter().copied() {
-            let (model_from, model_to) = ((f.model)(base), (f.model)(results));
+        for &(f, model_from) in &compared {
+            let model_to = (f.model)(results);
             let (from, to) = (Direction::of(model_from), Direction::of(model_to));
             if from != to {
                 switches.push(Switch {

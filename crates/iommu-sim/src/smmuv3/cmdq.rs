@@ -412,11 +412,6 @@ impl CommandQueue {
     pub fn is_busy(&self) -> bool {
         self.in_flight.is_some()
     }
-    /// The instant before which the consumer takes no new command (`SimTime::ZERO`
-    /// unless [`hold_until`](Self::hold_until) set one).
-    pub fn held_until(&self) -> SimTime {
-        self.held_until
-    }
     /// The active command error (SMMU_GERROR.CMDQ_ERR), if any.
     pub fn error(&self) -> Option<CommandError> {
         self.error
@@ -904,6 +899,15 @@ mod tests {
         ));
     }
 
+    /// Two CMD_SYNCs with MSIs, back to back in one line, the first consumed: the
+    /// queue and the instant the first completed.
+    fn first_of_two_msi_syncs_done() -> (CommandQueue, SimTime) {
+        let mut cq = two_msi_syncs();
+        let first = cq.next_consume(SimTime::ZERO).unwrap().done_at;
+        let _ = cq.complete_consume(first).unwrap();
+        (cq, first)
+    }
+
     /// Two CMD_SYNCs with MSIs, back to back in one line.
     fn two_msi_syncs() -> CommandQueue {
         let mut cq = q(3, SmmuFeatures::default());
@@ -925,22 +929,16 @@ mod tests {
         let c = CmdqCosts::default();
         let step = Duration::from_ns_f64(c.decode_ns + c.sync_ns);
         // Nothing acknowledged late: the second sync follows the first at its own pace.
-        let mut free = two_msi_syncs();
-        let first = free.next_consume(SimTime::ZERO).unwrap().done_at;
-        free.complete_consume(first).unwrap();
+        let (mut free, first) = first_of_two_msi_syncs_done();
         assert_eq!(free.next_consume(first).unwrap().done_at, first + step);
         // The first MSI's response comes back 500 ns after it completed: the second
         // sync's own work overlaps the wait, and it completes when the response lands.
-        let mut cq = two_msi_syncs();
-        let first = cq.next_consume(SimTime::ZERO).unwrap().done_at;
-        cq.complete_consume(first).unwrap();
+        let (mut cq, first) = first_of_two_msi_syncs_done();
         cq.msi_write_acknowledged_at(first + ns(500));
         let second = cq.next_consume(first).unwrap().done_at;
         assert_eq!(second, first + ns(500));
         // An acknowledgement earlier than the sync's own work changes nothing.
-        let mut early = two_msi_syncs();
-        let first = early.next_consume(SimTime::ZERO).unwrap().done_at;
-        early.complete_consume(first).unwrap();
+        let (mut early, first) = first_of_two_msi_syncs_done();
         early.msi_write_acknowledged_at(first + ns(1));
         assert_eq!(early.next_consume(first).unwrap().done_at, first + step);
     }
@@ -948,14 +946,12 @@ mod tests {
     #[test]
     fn a_held_consumer_starts_nothing_until_the_hold_ends() {
         let c = CmdqCosts::default();
-        let mut cq = two_msi_syncs();
-        let first = cq.next_consume(SimTime::ZERO).unwrap().done_at;
-        cq.complete_consume(first).unwrap();
+        let (mut cq, first) = first_of_two_msi_syncs_done();
         let until = first + ns(300);
         cq.hold_until(until);
         cq.hold_until(first + ns(100)); // an earlier hold does not shorten it
-        assert_eq!(cq.held_until(), until);
-        assert!(!cq.can_start(first) && cq.can_start(until));
+        assert!(!cq.can_start(first) && !cq.can_start(first + ns(299)));
+        assert!(cq.can_start(until));
         assert!(cq.next_consume(first).is_none());
         assert!(cq.next_consume(first + ns(299)).is_none());
         let s = cq.next_consume(until).unwrap();
