@@ -64,7 +64,8 @@ impl ByteQueue {
         }
     }
 
-    /// Appends `header` followed by `body`, bytes already encoded by the caller. Frames
+    /// Appends `header` followed by `body`, bytes already encoded by the caller (a
+    /// worker thread encodes the states it makes; the queue only copies them). Frames
     /// are whole within one chunk, and a chunk never grows past the capacity it was
     /// made with (growing would copy the whole chunk): a frame that does not fit in the
     /// last chunk starts a new one, and one larger than a chunk gets a chunk of its own

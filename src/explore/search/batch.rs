@@ -1,11 +1,10 @@
 //! The search's driver: breadth-first, a batch of queued states at a time, in three
 //! phases. Worker threads expand the batch's states, thread `t` taking states `t`,
-//! `t + threads`, ... (decode, enabled steps, each step, the sleep sets and the
-//! fingerprint of each new state, which is kept as a value). Then the visited set
-//! admits the new states, its shards cut into one range per thread. Then the calling
-//! thread walks the batch in queue order: counts, nodes, and the queue entries of the
-//! states admitted, encoded only then: about half of a batch's successors are states
-//! already seen, and encoding every one cost a sixth of a search's instructions.
+//! `t + threads`, ... (decode, enabled steps, each step, the sleep sets, the
+//! fingerprint and the encoding of each new state). Then the visited set admits the
+//! new states, its shards cut into one range per thread. Then the calling thread
+//! walks the batch in queue order: counts, nodes, and the queue entries of the states
+//! admitted.
 //!
 //! The result is the sequential search's, whatever the number of threads: a state's
 //! expansion reads only the state and its queue entry, never the visited set; the
@@ -62,11 +61,10 @@ enum Event {
 }
 
 enum Outcome {
-    /// A state with no violation: its fingerprint, and its index in the worker's
-    /// [`Expanded::states`].
+    /// A state (its fingerprint and encoded bytes) with no violation.
     Next {
         fingerprint: Fingerprint,
-        state: usize,
+        bytes: Range<usize>,
     },
     /// The step broke an invariant, at once or at the quiescence it reached.
     Violation {
@@ -76,20 +74,20 @@ enum Outcome {
 }
 
 /// One thread's share of a batch: the events of its parents (those of its `i`-th
-/// parent end at `ends[i]`), and the successor states. A worker stops at its first
-/// violation, so `ends` may be shorter than its list of parents.
+/// parent end at `ends[i]`), and the encoded successor states. A worker stops at its
+/// first violation, so `ends` may be shorter than its list of parents.
 #[derive(Default)]
 struct Expanded {
     events: Vec<Event>,
     ends: Vec<usize>,
-    states: Vec<State>,
+    bytes: Vec<u8>,
 }
 
 impl Expanded {
     fn clear(&mut self) {
         self.events.clear();
         self.ends.clear();
-        self.states.clear();
+        self.bytes.clear();
     }
 }
 
@@ -173,10 +171,12 @@ fn expand<'p>(
                 },
                 None => {
                     let fingerprint = next.fingerprint(&mut sink, mode.reduce, mode.keep_last);
-                    out.states.push(next);
+                    let start = out.bytes.len();
+                    postcard::serialize_with_flavor(&next, BytePush(&mut out.bytes))
+                        .expect("explorer states serialize");
                     Outcome::Next {
                         fingerprint,
-                        state: out.states.len() - 1,
+                        bytes: start..out.bytes.len(),
                     }
                 }
             };
@@ -359,7 +359,6 @@ pub(crate) fn explore(
     let mut max_depth = 0;
     let mut result = ExploreResult::Pass;
     let mut input = Vec::new();
-    let mut encoded = Vec::new();
     let mut parents: Vec<Parent> = Vec::new();
     let mut outputs: Vec<Expanded> = (0..threads).map(|_| Expanded::default()).collect();
 
@@ -428,7 +427,7 @@ pub(crate) fn explore(
                     };
                     explored += 1;
                     checks += step_checks;
-                    let (fingerprint, state) = match outcome {
+                    let (fingerprint, bytes) = match outcome {
                         Outcome::Violation {
                             violation,
                             at_quiescence,
@@ -444,7 +443,7 @@ pub(crate) fn explore(
                             )));
                             break 'search;
                         }
-                        Outcome::Next { fingerprint, state } => (*fingerprint, *state),
+                        Outcome::Next { fingerprint, bytes } => (*fingerprint, bytes),
                     };
                     let part = admission_part(fingerprint, admissions.len());
                     let admission = admissions[part][cursors[part]];
@@ -477,10 +476,7 @@ pub(crate) fn explore(
                     });
                     let nid = u32::try_from(nodes.len() - 1).expect("fewer than 2^32 nodes");
                     let header = (nid, *preemptions, depth + 1, next_asleep, next_take);
-                    encoded.clear();
-                    postcard::serialize_with_flavor(&out.states[state], BytePush(&mut encoded))
-                        .expect("explorer states serialize");
-                    frontier.push_framed(&header, &encoded);
+                    frontier.push_framed(&header, &out.bytes[bytes.clone()]);
                 }
             }
         }
