@@ -696,3 +696,27 @@ fn the_old_cmdq_lock_starves_shared_waiters_and_the_fixed_one_does_not() {
     assert_eq!(s.cmdq.consumed, s.cmdq.tlbi + s.cmdq.sync);
     check_order(&tlbis, 8, 4, 64).unwrap();
 }
+
+/// A sender apart from its queue's interrupt CPU only sends: the unmaps and their
+/// CMD_SYNCs run where the queue's completion interrupt goes. Sending and cleaning
+/// then overlap on two CPUs, so one thread moves more than when one CPU does both,
+/// but at most twice as much: the slower of the two stages still takes at least half
+/// of what both took on one CPU.
+#[test]
+fn a_sender_apart_from_its_queues_interrupt_overlaps_sending_with_cleaning() {
+    let same = run(&transmit(1, None, 4000.0));
+    let mut apart = smmu_cmdsync::tx_apart_scenario(true, 1, 3);
+    apart.duration_us = 4000.0;
+    apart.transmit[0].warmup_us = 0.0;
+    let apart = run(&apart);
+    let sender = &apart.cpu[16];
+    assert!(sender.tx_ns > 0.0, "{sender:?}");
+    assert_eq!(sender.smmu_ns, 0.0, "the sender issues no CMD_SYNC");
+    let cleaner = &apart.cpu[0];
+    assert!(cleaner.smmu_ns > 0.0, "{cleaner:?}");
+    let (g1, g2) = (same.transmit[0].tx_gbps, apart.transmit[0].tx_gbps);
+    assert!(
+        g2 > g1 && g2 <= 2.0 * g1,
+        "same CPU {g1} Gbit/s, apart {g2}"
+    );
+}

@@ -13,7 +13,11 @@
 //! - `udp-tx`: the seed's throughput test: 1 and 16 netperf-like threads sending
 //!   32 KB UDP datagrams through a 100 Gbit/s NIC with 16 queues, every fragment
 //!   mapped and, on TX completion, unmapped with its own CMD_SYNC. `tx_gbps` is the
-//!   UDP payload the NIC sent, per simulated second.
+//!   UDP payload the NIC sent, per simulated second. Each sender runs on its queue's
+//!   interrupt CPU (XPS lines them up), so one CPU both sends and cleans;
+//! - `udp-tx-apart`: the same, each sender on a CPU that takes no queue interrupt, as
+//!   an unpinned netperf thread mostly is on a 96-128-CPU Kunpeng 920 with 16 queue
+//!   interrupts ([`tx_apart_scenario`]). The seed does not say where its threads ran.
 //!
 //! The platform is the `kunpeng920` profile (seed 004's hi1620): its SoC path is built
 //! from hops. The compute-die and die-to-die hops come from a public core-to-core
@@ -29,7 +33,7 @@ use crate::system::scenario::Arch;
 use crate::system::smmu_host::{CmdqLock, SmmuLoadConfig, SmmuSetup, SmmuWorkload};
 use crate::system::transmit::TransmitConfig;
 use crate::system::{DeliveryMode, Scenario};
-use devices::NicConfig;
+use devices::{Affinity, NicConfig};
 
 /// Simulated time of a latency point, us.
 const LATENCY_US: f64 = 400.0;
@@ -53,8 +57,9 @@ pub struct Row {
     pub msipoll: bool,
     /// How CMD_SYNC completion was awaited: "msi", "cons-wfe" or "cons-spin".
     pub poll_mode: String,
-    /// "empty" (CMD_SYNC alone), "unmap" (TLBI + CMD_SYNC per buffer, in a loop) or
-    /// "udp-tx" (the transmit path).
+    /// "empty" (CMD_SYNC alone), "unmap" (TLBI + CMD_SYNC per buffer, in a loop),
+    /// "udp-tx" (the transmit path, each sender on its queue's interrupt CPU) or
+    /// "udp-tx-apart" (the same, each sender on a CPU that takes no queue interrupt).
     pub workload: String,
     /// CPUs issuing (for `udp-tx`: sending threads).
     pub cpus: u32,
@@ -164,6 +169,24 @@ pub fn tx_scenario(msipoll: bool, threads: u32, seed: u64) -> Scenario {
     sc
 }
 
+/// The scenario of a transmit point with each sender on a CPU that takes no queue
+/// interrupt. hns3 aims queue `i`'s interrupt at the `i`-th CPU of the NIC's node
+/// (`hns3_nic_set_cpumask`: `cpumask_local_spread(i, node)`) and sets XPS from the
+/// same masks (`hns3_config_xps`), so only those CPUs have an XPS queue. A netperf
+/// thread the scheduler places anywhere else gets its queue from the flow hash, and
+/// that queue's TX completion, with its CMD_SYNCs, runs on another CPU than the
+/// sender. Thread `t` is on CPU `NIC_QUEUES + t` and sends on queue `t`
+/// (assumption: the flows hash to distinct queues).
+pub fn tx_apart_scenario(msipoll: bool, threads: u32, seed: u64) -> Scenario {
+    let mut sc = tx_scenario(msipoll, threads, seed);
+    sc.name = format!("smmu-cmdsync udp-tx-apart x{threads} msipoll={msipoll}");
+    sc.nics[0].affinity = Affinity::Explicit {
+        cpus: (0..NIC_QUEUES).collect(),
+    };
+    sc.transmit[0].cpus = (NIC_QUEUES..NIC_QUEUES + threads).collect();
+    sc
+}
+
 /// Runs the experiment with `seed`.
 pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
@@ -199,14 +222,19 @@ fn row(msipoll: bool, workload: &str, cpus: u32, r: &Report, tx_gbps: Option<f64
     }
 }
 
-/// One row: `workload` is "empty", "unmap" (one-page unmaps) or "udp-tx"; `cpus`
-/// the issuing CPUs or sending threads.
+/// One row: `workload` is "empty", "unmap" (one-page unmaps), "udp-tx" or
+/// "udp-tx-apart"; `cpus` the issuing CPUs or sending threads.
 pub fn point(ctx: &ExperimentCtx, msipoll: bool, workload: &str, cpus: u32) -> Row {
     let load = match workload {
         "empty" => SmmuWorkload::SyncOnly,
         "unmap" => SmmuWorkload::Unmap { pages: 1 },
-        "udp-tx" => {
-            let r = ctx.run_point(&tx_scenario(msipoll, cpus, ctx.seed));
+        "udp-tx" | "udp-tx-apart" => {
+            let sc = if workload == "udp-tx" {
+                tx_scenario(msipoll, cpus, ctx.seed)
+            } else {
+                tx_apart_scenario(msipoll, cpus, ctx.seed)
+            };
+            let r = ctx.run_point(&sc);
             let gbps = r.transmit.first().map(|t| t.tx_gbps);
             return row(msipoll, workload, cpus, &r, gbps);
         }
@@ -217,12 +245,14 @@ pub fn point(ctx: &ExperimentCtx, msipoll: bool, workload: &str, cpus: u32) -> R
 }
 
 /// The rows, in report order: (workload, CPUs or threads).
-pub const CASES: [(&str, u32); 5] = [
+pub const CASES: [(&str, u32); 7] = [
     ("empty", 1),
     ("unmap", 1),
     ("unmap", 16),
     ("udp-tx", 1),
     ("udp-tx", 16),
+    ("udp-tx-apart", 1),
+    ("udp-tx-apart", 16),
 ];
 
 /// Runs the experiment in `ctx` (seed, platform, overrides, optional trace).
@@ -241,6 +271,11 @@ pub fn run_with(ctx: &ExperimentCtx) -> ExperimentOutput {
     ));
     out.notes.push(format!(
         "udp-tx: 32 KB UDP datagrams, MTU 1500, {NIC_QUEUES} NIC queues at 100 Gbit/s, one strict-mode unmap (TLBI + CMD_SYNC) per fragment; tx_gbps counts UDP payload after {TX_WARMUP_US} us"
+    ));
+    out.notes.push(format!(
+        "udp-tx-apart: queue interrupts on CPUs 0-{} (hns3's affinity hints), sender t on CPU {} + t and queue t, so TX completion and its CMD_SYNCs run on another CPU than the sender",
+        NIC_QUEUES - 1,
+        NIC_QUEUES
     ));
     out
 }
