@@ -16,8 +16,9 @@
 //!   UDP payload the NIC sent, per simulated second. Each sender runs on its queue's
 //!   interrupt CPU (XPS lines them up), so one CPU both sends and cleans;
 //! - `udp-tx-apart`: the same, each sender on a CPU that takes no queue interrupt, as
-//!   an unpinned netperf thread mostly is on a 96-128-CPU Kunpeng 920 with 16 queue
-//!   interrupts ([`tx_apart_scenario`]). The seed does not say where its threads ran.
+//!   an unpinned netperf thread mostly is on a Kunpeng 920 server, which has several
+//!   times more CPUs than 16 queue interrupts ([`tx_apart_scenario`]). The seed does
+//!   not say where its threads ran.
 //!
 //! The platform is the `kunpeng920` profile (seed 004's hi1620): its SoC path is built
 //! from hops. The compute-die and die-to-die hops come from a public core-to-core
