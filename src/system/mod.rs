@@ -325,8 +325,17 @@ impl System {
         let mut cpus = Vec::with_capacity(sc.cpus.count as usize);
         let mut apic_to_cpu = BTreeMap::new();
         let mut pda_to_cpu = BTreeMap::new();
+        let mut first_of_core = BTreeMap::new();
         for c in 0..sc.cpus.count {
             let apic_id = sc.apic_id_of(c);
+            // Hyper-threads of one core share its L1 and L2 (Intel SDM Vol. 3A, "Intel
+            // Hyper-Threading Technology Architecture"), so they are one agent of the
+            // line model, named by the core's first logical CPU. Their sharing of the
+            // pipeline is not modelled.
+            let cache_cpu = match sc.cpus.topology.and_then(|t| t.place(c)) {
+                Some(lc) => *first_of_core.entry((lc.socket, lc.core)).or_insert(c),
+                None => c,
+            };
             let desc = PiDesc::new(POSTED_MSI_NOTIFICATION_VECTOR, apic_id);
             // CPUs fill sockets in order; each CPU's descriptor lives on its socket.
             let socket = sc.socket_of(c);
@@ -334,7 +343,7 @@ impl System {
             cpus.push(cpu::Cpu::new(
                 LocalApic::new(ApicId(apic_id)),
                 line,
-                Agent::core(c, socket),
+                Agent::core(cache_cpu, socket),
             ));
             apic_to_cpu.insert(apic_id, c);
             pda_to_cpu.insert(sc.pid_address_of(c), c);
