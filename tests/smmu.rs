@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use iommu_sim::smmuv3::{Command, SmmuFeatures};
+use irqsim::devices::Affinity;
 use irqsim::experiments::smmu_cmdsync;
 use irqsim::report::Report;
 use irqsim::system::scenario::Arch;
@@ -705,14 +706,20 @@ fn the_old_cmdq_lock_starves_shared_waiters_and_the_fixed_one_does_not() {
 #[test]
 fn a_sender_apart_from_its_queues_interrupt_overlaps_sending_with_cleaning() {
     let same = run(&transmit(1, None, 4000.0));
-    let mut apart = smmu_cmdsync::tx_apart_scenario(true, 1, 3);
-    apart.duration_us = 4000.0;
-    apart.transmit[0].warmup_us = 0.0;
-    let apart = run(&apart);
-    let sender = &apart.cpu[16];
+    let mut sc = smmu_cmdsync::tx_apart_scenario(true, 1, 3);
+    sc.duration_us = 4000.0;
+    sc.transmit[0].warmup_us = 0.0;
+    let sender_cpu = sc.transmit[0].cpus[0];
+    let Affinity::Explicit { cpus: queue_cpus } = &sc.nics[0].affinity else {
+        panic!("the apart scenario aims its queue interrupts explicitly");
+    };
+    let cleaner_cpu = queue_cpus[0];
+    assert_ne!(sender_cpu, cleaner_cpu);
+    let apart = run(&sc);
+    let sender = &apart.cpu[sender_cpu as usize];
     assert!(sender.tx_ns > 0.0, "{sender:?}");
     assert_eq!(sender.smmu_ns, 0.0, "the sender issues no CMD_SYNC");
-    let cleaner = &apart.cpu[0];
+    let cleaner = &apart.cpu[cleaner_cpu as usize];
     assert!(cleaner.smmu_ns > 0.0, "{cleaner:?}");
     let (g1, g2) = (same.transmit[0].tx_gbps, apart.transmit[0].tx_gbps);
     assert!(

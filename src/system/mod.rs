@@ -332,10 +332,7 @@ impl System {
             // Hyper-Threading Technology Architecture"), so they are one agent of the
             // line model, named by the core's first logical CPU. Their sharing of the
             // pipeline is not modelled.
-            let cache_cpu = match sc.cpus.topology.and_then(|t| t.place(c)) {
-                Some(lc) => *first_of_core.entry((lc.socket, lc.core)).or_insert(c),
-                None => c,
-            };
+            let cache_cpu = *first_of_core.entry(sc.place_of(c)).or_insert(c);
             let desc = PiDesc::new(POSTED_MSI_NOTIFICATION_VECTOR, apic_id);
             // CPUs fill sockets in order; each CPU's descriptor lives on its socket.
             let socket = sc.socket_of(c);
