@@ -40,6 +40,7 @@ mod frontier;
 pub mod migration;
 pub mod model;
 pub mod native;
+mod pack;
 mod por;
 mod retrigger;
 mod search;

@@ -336,6 +336,75 @@ impl Default for World {
     }
 }
 
+impl Run {
+    /// Becomes a copy of `src`, reusing this run's buffer of results.
+    pub(crate) fn assign_from(&mut self, src: &Run) {
+        let Run {
+            results,
+            pending,
+            eois,
+            returned,
+            retriggered,
+        } = src;
+        self.results.clone_from(results);
+        self.pending = *pending;
+        self.eois = *eois;
+        self.returned = *returned;
+        self.retriggered = *retriggered;
+    }
+}
+
+impl World {
+    /// Becomes a copy of `src`, reusing this world's buffers: the explorer copies a
+    /// state once per step it takes from it, and a fresh clone allocates each buffer.
+    pub(crate) fn assign_from(&mut self, src: &World) {
+        // Destructured in full, so that a new field cannot be left uncopied.
+        let World {
+            desc,
+            in_flight,
+            irr,
+            isr,
+            entries,
+            run,
+            ledger,
+            notifications,
+            rechecks_due,
+            memory_model,
+            store_buffer,
+            device_irr,
+            device_isr,
+            migrated,
+            migration,
+            fetched,
+            posts_to_new_cpu,
+            cleanup,
+            notify_owed,
+        } = src;
+        self.desc = *desc;
+        self.in_flight = *in_flight;
+        self.irr = *irr;
+        self.isr = *isr;
+        self.entries = *entries;
+        match (&mut self.run, run) {
+            (Some(mine), Some(theirs)) => mine.assign_from(theirs),
+            (mine, theirs) => mine.clone_from(theirs),
+        }
+        self.ledger.clone_from(ledger);
+        self.notifications = *notifications;
+        self.rechecks_due = *rechecks_due;
+        self.memory_model = *memory_model;
+        self.store_buffer.clone_from(store_buffer);
+        self.device_irr = *device_irr;
+        self.device_isr = *device_isr;
+        self.migrated = *migrated;
+        self.migration = *migration;
+        self.fetched = *fetched;
+        self.posts_to_new_cpu = *posts_to_new_cpu;
+        self.cleanup = *cleanup;
+        self.notify_owed = *notify_owed;
+    }
+}
+
 /// The fields the trace prints after each step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Snapshot {

@@ -26,6 +26,7 @@ use sim_core::Vector;
 use super::por::{footprint, Footprint, StepContext};
 
 use super::model::{Invariant, StepNote, Violation, World};
+use super::pack::Pack;
 use super::retrigger::entry_coroutine;
 use super::sn::advance_sn;
 use super::{Counterexample, ExploreConfig, TraceStep};
@@ -163,9 +164,14 @@ impl State {
     /// another to meet in one state.
     fn fingerprint(&self, sink: &mut ByteSink, reduce: bool, keep_last: bool) -> Fingerprint {
         sink.0.clear();
+        if !reduce {
+            // The whole state: its encoding identifies it (the encoding is
+            // prefix-free and ends with `last_was_handler`).
+            self.pack(&mut sink.0);
+            return State::fingerprint_packed(&sink.0, keep_last);
+        }
         // Destructured in full, so that a new field must be placed here or left out
-        // on purpose. The order is the derived `Hash`'s, so the full identity is the
-        // bytes of the whole state.
+        // on purpose.
         let State {
             world,
             next_post,
@@ -176,17 +182,82 @@ impl State {
             sn_next,
             last_was_handler,
         } = self;
-        if reduce {
-            world.hash_behaviour(sink);
-        } else {
-            world.hash(sink);
-        }
+        world.hash_behaviour(sink);
         (next_post, next_urg, sn_step, retriggers_sent).hash(sink);
         (sn_results, sn_next).hash(sink);
         if keep_last {
             last_was_handler.hash(sink);
         }
         Fingerprint::of(&sink.0)
+    }
+
+    /// Becomes a copy of `src`, reusing this state's buffers.
+    fn assign_from(&mut self, src: &State) {
+        let State {
+            world,
+            next_post,
+            next_urg,
+            sn_step,
+            retriggers_sent,
+            sn_results,
+            sn_next,
+            last_was_handler,
+        } = src;
+        self.world.assign_from(world);
+        self.next_post = *next_post;
+        self.next_urg = *next_urg;
+        self.sn_step = *sn_step;
+        self.retriggers_sent = *retriggers_sent;
+        self.sn_results.clone_from(sn_results);
+        self.sn_next = *sn_next;
+        self.last_was_handler = *last_was_handler;
+    }
+
+    /// The full (unreduced) fingerprint of a state from its [`Pack`] encoding, which
+    /// ends with the one byte of `last_was_handler`.
+    fn fingerprint_packed(bytes: &[u8], keep_last: bool) -> Fingerprint {
+        let identity = if keep_last {
+            bytes
+        } else {
+            &bytes[..bytes.len() - 1]
+        };
+        Fingerprint::of(identity)
+    }
+}
+
+impl Pack for State {
+    fn pack(&self, out: &mut Vec<u8>) {
+        let State {
+            world,
+            next_post,
+            next_urg,
+            sn_step,
+            retriggers_sent,
+            sn_results,
+            sn_next,
+            last_was_handler,
+        } = self;
+        world.pack(out);
+        next_post.pack(out);
+        next_urg.pack(out);
+        sn_step.pack(out);
+        retriggers_sent.pack(out);
+        sn_results.pack(out);
+        sn_next.pack(out);
+        last_was_handler.pack(out);
+    }
+
+    fn unpack(input: &mut &[u8]) -> Option<Self> {
+        Some(State {
+            world: Pack::unpack(input)?,
+            next_post: Pack::unpack(input)?,
+            next_urg: Pack::unpack(input)?,
+            sn_step: Pack::unpack(input)?,
+            retriggers_sent: Pack::unpack(input)?,
+            sn_results: Pack::unpack(input)?,
+            sn_next: Pack::unpack(input)?,
+            last_was_handler: Pack::unpack(input)?,
+        })
     }
 }
 
@@ -456,6 +527,8 @@ struct Explorer<'a> {
 struct Applied {
     state: State,
     notes: Vec<StepNote>,
+    /// Read by the tests; the search itself steps with [`Explorer::apply_into`].
+    #[cfg_attr(not(test), allow(dead_code))]
     violation: Option<Violation>,
 }
 
@@ -542,7 +615,25 @@ impl<'a> Explorer<'a> {
     fn apply(&mut self, s: &State, actor: Actor) -> Applied {
         let mut n = s.clone();
         let mut notes = Vec::new();
-        let r = self.step(&mut n, actor, &mut notes);
+        let violation = self.apply_into(s, actor, &mut n, &mut notes);
+        Applied {
+            state: n,
+            notes,
+            violation,
+        }
+    }
+
+    /// [`Explorer::apply`] into `n`, which must hold a copy of `s` (the search keeps
+    /// one state and one list of notes for every step it takes, so that a step
+    /// allocates nothing it has allocated before).
+    fn apply_into(
+        &mut self,
+        s: &State,
+        actor: Actor,
+        n: &mut State,
+        notes: &mut Vec<StepNote>,
+    ) -> Option<Violation> {
+        let r = self.step(n, actor, notes);
         // The store buffer is the handler CPU's own hardware: draining it neither
         // preempts the handler nor resumes it.
         n.last_was_handler = match actor {
@@ -550,11 +641,7 @@ impl<'a> Explorer<'a> {
             Actor::StoreBuffer => s.last_was_handler,
             _ => false,
         };
-        Applied {
-            state: n,
-            notes,
-            violation: r.err(),
-        }
+        r.err()
     }
 
     fn step(
@@ -808,7 +895,8 @@ pub const DEFAULT_URG_VECTORS: [Vector; 3] = [Vector(0x41), Vector(0x81), Vector
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::frontier::{BytePush, ByteQueue};
+    use crate::explore::frontier::ByteQueue;
+    use crate::explore::pack::unpack_all;
     use crate::explore::{ExploreResult, MemoryModel};
     use crate::kernel::posted_msi::variant_by_name;
 
@@ -1048,12 +1136,12 @@ mod tests {
                     // As the search queues it: encoded by a worker, framed by the
                     // queue, decoded by another worker.
                     let mut bytes = Vec::new();
-                    postcard::serialize_with_flavor(&s, BytePush(&mut bytes)).unwrap();
+                    s.pack(&mut bytes);
                     let mut q = ByteQueue::new();
                     q.push_framed(&(7u32, 8u32), &bytes);
                     let mut body = Vec::new();
                     assert_eq!(q.pop_framed::<(u32, u32)>(&mut body), Some((7, 8)));
-                    let back: State = postcard::from_bytes(&body).unwrap();
+                    let back: State = unpack_all(&body).unwrap();
                     assert_eq!(back, s, "{name} {c:?}");
                     checked += 1;
                     for &actor in ex.enabled(&s).iter() {
@@ -1115,11 +1203,16 @@ mod tests {
             u.retriggers_sent = 1;
             assert_ne!(fp(&s, reduce, keep_last), fp(&u, reduce, keep_last));
         }
-        // The full identity is the bytes of the whole state, as the derived `Hash`
-        // writes them.
-        let mut whole = ByteSink::default();
-        s.hash(&mut whole);
-        assert_eq!(fp(&s, false, true), Fingerprint::of(&whole.0));
+        // The full identity is the state's whole encoding, the bytes the frontier
+        // queues it as; without `keep_last`, all but its last byte.
+        let mut whole = Vec::new();
+        s.pack(&mut whole);
+        assert_eq!(fp(&s, false, true), Fingerprint::of(&whole));
+        assert_eq!(
+            fp(&s, false, false),
+            Fingerprint::of(&whole[..whole.len() - 1])
+        );
+        assert_eq!(fp(&s, false, true), State::fingerprint_packed(&whole, true));
         // The reduction identifies states that differ only in counts nothing reads...
         let mut counted = s.clone();
         counted.world.notifications = 7;

@@ -17,7 +17,8 @@
 
 use std::ops::Range;
 
-use super::super::frontier::{BytePush, ByteQueue};
+use super::super::frontier::ByteQueue;
+use super::super::pack::{unpack_all, Pack};
 use super::super::por::{sleep_bit, Footprint};
 use super::{
     counterexample, initial_state, Actor, Admission, ByteSink, Explorer, Fingerprint, Node,
@@ -112,10 +113,13 @@ fn expand<'p>(
     let _quiet = quiet();
     let mut sink = ByteSink::default();
     let mut footprints: Vec<(u32, Footprint)> = Vec::new();
+    // Every step's successor and notes, reused so that a step allocates nothing new.
+    let mut scratch: Option<State> = None;
+    let mut notes = Vec::new();
     for parent in parents {
         let (_, preemptions, _, asleep, to_take) = parent.header;
         let state: State =
-            postcard::from_bytes(&input[parent.bytes.clone()]).expect("a queued state decodes");
+            unpack_all(&input[parent.bytes.clone()]).expect("a queued state decodes");
         let enabled = ex.enabled(&state);
         if mode.sleeping {
             footprints.clear();
@@ -144,10 +148,13 @@ fn expand<'p>(
                 continue;
             }
             let before = ex.checks;
-            let applied = ex.apply(&state, actor);
-            let mut violation = applied.violation.map(|v| (v, false));
-            let next = applied.state;
-            if violation.is_none() && ex.enabled(&next).is_empty() {
+            let next = scratch.get_or_insert_with(|| state.clone());
+            next.assign_from(&state);
+            notes.clear();
+            let mut violation = ex
+                .apply_into(&state, actor, next, &mut notes)
+                .map(|v| (v, false));
+            if violation.is_none() && ex.enabled(next).is_empty() {
                 if let Err(v) = next.world.check_quiescent(&mut ex.checks) {
                     violation = Some((v, true));
                 }
@@ -170,10 +177,13 @@ fn expand<'p>(
                     at_quiescence,
                 },
                 None => {
-                    let fingerprint = next.fingerprint(&mut sink, mode.reduce, mode.keep_last);
                     let start = out.bytes.len();
-                    postcard::serialize_with_flavor(&next, BytePush(&mut out.bytes))
-                        .expect("explorer states serialize");
+                    next.pack(&mut out.bytes);
+                    let fingerprint = if mode.reduce {
+                        next.fingerprint(&mut sink, true, mode.keep_last)
+                    } else {
+                        State::fingerprint_packed(&out.bytes[start..], mode.keep_last)
+                    };
                     Outcome::Next {
                         fingerprint,
                         bytes: start..out.bytes.len(),
@@ -347,8 +357,7 @@ pub(crate) fn explore(
     let mut nodes: Vec<Node> = Vec::new();
     let mut frontier = ByteQueue::new();
     let mut initial_bytes = Vec::new();
-    postcard::serialize_with_flavor(&initial, BytePush(&mut initial_bytes))
-        .expect("explorer states serialize");
+    initial.pack(&mut initial_bytes);
     frontier.push_framed(&(ROOT, 0u32, 0u32, 0u32, u32::MAX), &initial_bytes);
     let mut explored: u64 = 1;
     // Invariant checks, as each step's worker counted them, in merge order (the
