@@ -70,7 +70,7 @@ impl<Req, Resp> Future for Call<Req, Resp> {
 }
 
 /// What a coroutine did when resumed.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step<Req> {
     /// It is suspended on this operation; resume it with the operation's result.
     Request(Req),

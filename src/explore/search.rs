@@ -508,6 +508,53 @@ fn advance_handler(
     Ok(co.resume(Some(*last)))
 }
 
+/// Where the handler stops after each history it has been replayed through, so that a
+/// history reached again (most are: many interleavings of the other actors share one
+/// handler history) is looked up rather than re-run. Sound because the explorer already
+/// requires handlers to be deterministic in their results; only successful replays are
+/// kept, so a nondeterministic handler is still caught the first time.
+#[derive(Default)]
+struct HandlerMemo {
+    /// Histories by a hash of (entry, performed operation, results); the bucket holds
+    /// every history with that hash, compared in full.
+    by_hash: HashMap<u64, Vec<Replayed>>,
+}
+
+struct Replayed {
+    entry: Option<(Vector, PostedMsiAck)>,
+    performed: CpuOp,
+    results: Box<[u64]>,
+    next: Step<CpuOp>,
+}
+
+impl HandlerMemo {
+    fn advance(
+        &mut self,
+        handler: &dyn PirHandler,
+        entry: Option<(Vector, PostedMsiAck)>,
+        results: &[u64],
+        performed: CpuOp,
+    ) -> Result<Step<CpuOp>, Violation> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (entry, performed, results).hash(&mut hasher);
+        let bucket = self.by_hash.entry(hasher.finish()).or_default();
+        if let Some(hit) = bucket
+            .iter()
+            .find(|r| r.entry == entry && r.performed == performed && *r.results == *results)
+        {
+            return Ok(hit.next);
+        }
+        let next = advance_handler(handler, entry, results, performed)?;
+        bucket.push(Replayed {
+            entry,
+            performed,
+            results: results.into(),
+            next,
+        });
+        Ok(next)
+    }
+}
+
 /// Starts a fresh entry (of `handler`, or the IDT flow of a retriggered vector) and
 /// returns its first suspension.
 fn start_handler(handler: &dyn PirHandler, entry: Option<(Vector, PostedMsiAck)>) -> Step<CpuOp> {
@@ -520,6 +567,7 @@ struct Explorer<'a> {
     config: &'a ExploreConfig,
     sn: Vec<SnStep>,
     checks: u64,
+    handler_memo: HandlerMemo,
 }
 
 /// What applying one step produced: the state after it (after the failing part, if it
@@ -544,6 +592,7 @@ impl<'a> Explorer<'a> {
             config,
             sn: sn_program(config),
             checks: 0,
+            handler_memo: HandlerMemo::default(),
         }
     }
 
@@ -659,7 +708,9 @@ impl<'a> Explorer<'a> {
                 keep(notes, note);
                 let run = n.world.run.as_ref().expect("still running");
                 let entry = run.retriggered.map(|v| (v, self.config.posted_msi_ack));
-                let step = advance_handler(self.handler, entry, &run.results, op)?;
+                let step = self
+                    .handler_memo
+                    .advance(self.handler, entry, &run.results, op)?;
                 if let Some(note) = n.world.handler_next(step, max_ops, checks)? {
                     keep(notes, note);
                 }
@@ -1177,6 +1228,41 @@ mod tests {
         // A result history that does not match the recorded operation is rejected.
         let err = advance_handler(h.as_ref(), None, &[0, 0], CpuOp::ClearOn).unwrap_err();
         assert_eq!(err.invariant, Invariant::HandlerContract);
+    }
+
+    #[test]
+    fn the_handler_memo_answers_as_a_replay_does_and_keys_on_the_whole_history() {
+        let h = variant_by_name("copy-then-xchg", 3).unwrap();
+        let mut memo = HandlerMemo::default();
+        let word0 = CpuOp::LoadPir { word: 0 };
+        // Three histories that differ only in one part of the key: the entry, the
+        // result, or the operation performed.
+        let retriggered = Some((Vector(0x21), PostedMsiAck::EoiIfInactive));
+        let histories: [(Option<(Vector, PostedMsiAck)>, &[u64], CpuOp); 4] = [
+            (None, &[1 << 0x21], word0),
+            (None, &[0], word0),
+            // The IDT flow of a retriggered vector does not start with a PIR load.
+            (retriggered, &[0], word0),
+            (retriggered, &[0], CpuOp::Eoi),
+        ];
+        for _ in 0..2 {
+            for (entry, results, op) in histories {
+                let replayed = advance_handler(h.as_ref(), entry, results, op);
+                let remembered = memo.advance(h.as_ref(), entry, results, op);
+                assert_eq!(
+                    remembered.map_err(|e| e.invariant),
+                    replayed.map_err(|e| e.invariant),
+                    "{entry:?} {results:?} {op:?}"
+                );
+            }
+        }
+        // A history the handler does not follow is still rejected, and stays rejected.
+        for _ in 0..2 {
+            let err = memo
+                .advance(h.as_ref(), None, &[0, 0], CpuOp::ClearOn)
+                .unwrap_err();
+            assert_eq!(err.invariant, Invariant::HandlerContract);
+        }
     }
 
     #[test]
