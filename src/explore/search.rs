@@ -1238,7 +1238,8 @@ mod tests {
         // Three histories that differ only in one part of the key: the entry, the
         // result, or the operation performed.
         let retriggered = Some((Vector(0x21), PostedMsiAck::EoiIfInactive));
-        let histories: [(Option<(Vector, PostedMsiAck)>, &[u64], CpuOp); 4] = [
+        type History<'r> = (Option<(Vector, PostedMsiAck)>, &'r [u64], CpuOp);
+        let histories: [History; 4] = [
             (None, &[1 << 0x21], word0),
             (None, &[0], word0),
             // The IDT flow of a retriggered vector does not start with a PIR load.
