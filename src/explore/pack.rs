@@ -319,137 +319,62 @@ impl Pack for BufferedStore {
     }
 }
 
-impl Pack for VectorCount {
-    fn pack(&self, out: &mut Vec<u8>) {
-        let VectorCount {
-            vector,
-            posted,
-            handled,
-            unserved,
-        } = self;
-        vector.pack(out);
-        posted.pack(out);
-        handled.pack(out);
-        unserved.pack(out);
-    }
-    fn unpack(input: &mut &[u8]) -> Option<Self> {
-        Some(VectorCount {
-            vector: Pack::unpack(input)?,
-            posted: Pack::unpack(input)?,
-            handled: Pack::unpack(input)?,
-            unserved: Pack::unpack(input)?,
-        })
-    }
+/// `Pack` for a struct: its fields in declaration order, destructured in full so that a
+/// field added to the struct and not listed here is a compile error.
+macro_rules! pack_struct {
+    ($t:ident { $($field:ident),* $(,)? }) => {
+        impl Pack for $t {
+            fn pack(&self, out: &mut Vec<u8>) {
+                let $t { $($field),* } = self;
+                $($field.pack(out);)*
+            }
+            fn unpack(input: &mut &[u8]) -> Option<Self> {
+                // Struct expressions evaluate their fields in the order written.
+                Some($t { $($field: Pack::unpack(input)?),* })
+            }
+        }
+    };
 }
+pub(crate) use pack_struct;
 
-impl Pack for FetchedPost {
-    fn pack(&self, out: &mut Vec<u8>) {
-        let FetchedPost { vector, to_new_cpu } = self;
-        vector.pack(out);
-        to_new_cpu.pack(out);
-    }
-    fn unpack(input: &mut &[u8]) -> Option<Self> {
-        Some(FetchedPost {
-            vector: Pack::unpack(input)?,
-            to_new_cpu: Pack::unpack(input)?,
-        })
-    }
-}
+pack_struct!(VectorCount {
+    vector,
+    posted,
+    handled,
+    unserved
+});
 
-impl Pack for Run {
-    fn pack(&self, out: &mut Vec<u8>) {
-        let Run {
-            results,
-            pending,
-            eois,
-            returned,
-            retriggered,
-        } = self;
-        results.pack(out);
-        pending.pack(out);
-        eois.pack(out);
-        returned.pack(out);
-        retriggered.pack(out);
-    }
-    fn unpack(input: &mut &[u8]) -> Option<Self> {
-        Some(Run {
-            results: Pack::unpack(input)?,
-            pending: Pack::unpack(input)?,
-            eois: Pack::unpack(input)?,
-            returned: Pack::unpack(input)?,
-            retriggered: Pack::unpack(input)?,
-        })
-    }
-}
+pack_struct!(FetchedPost { vector, to_new_cpu });
 
-impl Pack for World {
-    fn pack(&self, out: &mut Vec<u8>) {
-        // Destructured in full, so that a new field cannot be forgotten here.
-        let World {
-            desc,
-            in_flight,
-            irr,
-            isr,
-            entries,
-            run,
-            ledger,
-            notifications,
-            rechecks_due,
-            memory_model,
-            store_buffer,
-            device_irr,
-            device_isr,
-            migrated,
-            migration,
-            fetched,
-            posts_to_new_cpu,
-            cleanup,
-            notify_owed,
-        } = self;
-        desc.pack(out);
-        in_flight.pack(out);
-        irr.pack(out);
-        isr.pack(out);
-        entries.pack(out);
-        run.pack(out);
-        ledger.pack(out);
-        notifications.pack(out);
-        rechecks_due.pack(out);
-        memory_model.pack(out);
-        store_buffer.pack(out);
-        device_irr.pack(out);
-        device_isr.pack(out);
-        migrated.pack(out);
-        migration.pack(out);
-        fetched.pack(out);
-        posts_to_new_cpu.pack(out);
-        cleanup.pack(out);
-        notify_owed.pack(out);
-    }
-    fn unpack(input: &mut &[u8]) -> Option<Self> {
-        Some(World {
-            desc: Pack::unpack(input)?,
-            in_flight: Pack::unpack(input)?,
-            irr: Pack::unpack(input)?,
-            isr: Pack::unpack(input)?,
-            entries: Pack::unpack(input)?,
-            run: Pack::unpack(input)?,
-            ledger: Pack::unpack(input)?,
-            notifications: Pack::unpack(input)?,
-            rechecks_due: Pack::unpack(input)?,
-            memory_model: Pack::unpack(input)?,
-            store_buffer: Pack::unpack(input)?,
-            device_irr: Pack::unpack(input)?,
-            device_isr: Pack::unpack(input)?,
-            migrated: Pack::unpack(input)?,
-            migration: Pack::unpack(input)?,
-            fetched: Pack::unpack(input)?,
-            posts_to_new_cpu: Pack::unpack(input)?,
-            cleanup: Pack::unpack(input)?,
-            notify_owed: Pack::unpack(input)?,
-        })
-    }
-}
+pack_struct!(Run {
+    results,
+    pending,
+    eois,
+    returned,
+    retriggered
+});
+
+pack_struct!(World {
+    desc,
+    in_flight,
+    irr,
+    isr,
+    entries,
+    run,
+    ledger,
+    notifications,
+    rechecks_due,
+    memory_model,
+    store_buffer,
+    device_irr,
+    device_isr,
+    migrated,
+    migration,
+    fetched,
+    posts_to_new_cpu,
+    cleanup,
+    notify_owed,
+});
 
 #[cfg(test)]
 mod tests {

@@ -26,7 +26,7 @@ use sim_core::Vector;
 use super::por::{footprint, Footprint, StepContext};
 
 use super::model::{Invariant, StepNote, Violation, World};
-use super::pack::Pack;
+use super::pack::{pack_struct, Pack};
 use super::retrigger::entry_coroutine;
 use super::sn::advance_sn;
 use super::{Counterexample, ExploreConfig, TraceStep};
@@ -225,41 +225,17 @@ impl State {
     }
 }
 
-impl Pack for State {
-    fn pack(&self, out: &mut Vec<u8>) {
-        let State {
-            world,
-            next_post,
-            next_urg,
-            sn_step,
-            retriggers_sent,
-            sn_results,
-            sn_next,
-            last_was_handler,
-        } = self;
-        world.pack(out);
-        next_post.pack(out);
-        next_urg.pack(out);
-        sn_step.pack(out);
-        retriggers_sent.pack(out);
-        sn_results.pack(out);
-        sn_next.pack(out);
-        last_was_handler.pack(out);
-    }
-
-    fn unpack(input: &mut &[u8]) -> Option<Self> {
-        Some(State {
-            world: Pack::unpack(input)?,
-            next_post: Pack::unpack(input)?,
-            next_urg: Pack::unpack(input)?,
-            sn_step: Pack::unpack(input)?,
-            retriggers_sent: Pack::unpack(input)?,
-            sn_results: Pack::unpack(input)?,
-            sn_next: Pack::unpack(input)?,
-            last_was_handler: Pack::unpack(input)?,
-        })
-    }
-}
+pack_struct!(State {
+    world,
+    next_post,
+    next_urg,
+    sn_step,
+    retriggers_sent,
+    sn_results,
+    sn_next,
+    // Last: the unreduced fingerprint leaves out this byte (`fingerprint_packed`).
+    last_was_handler,
+});
 
 /// A [`Hasher`] that only collects the bytes it is fed, so that a state is hashed
 /// once, by XXH3, over an unambiguous encoding (derived `Hash` writes lengths and
