@@ -2,41 +2,21 @@
 //!
 //! A state in memory carries a fixed-size descriptor and several heap vectors (the
 //! handler's results, the ledger, the store buffer), a few hundred bytes in all. Its
-//! postcard encoding (varint integers, no padding) is a small fraction of that, and
-//! the frontier of a large search holds millions of states at once, so it is what
-//! decides the search's peak memory. Entries are appended to fixed-size chunks and a
+//! encoding ([`super::pack`]: small integers in one byte, no padding) is a small
+//! fraction of that, and the frontier of a large search holds millions of states at
+//! once, so it is what decides the search's peak memory. Entries are appended to fixed-size chunks and a
 //! chunk is freed as soon as the search has read past it, so memory follows the
 //! number of states waiting, not the number ever queued.
 
 use std::collections::VecDeque;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use super::pack::Pack;
 
 /// Bytes per chunk. Large enough that chunk bookkeeping is negligible, small enough
 /// that a half-read chunk wastes little.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// Postcard output that pushes byte by byte. Postcard's own `Vec` output copies each
-/// field's one to five bytes with a call to `memmove`, and with a few hundred small
-/// fields per state that call was a tenth of the search's time (`perf`).
-pub(crate) struct BytePush<'a>(pub(crate) &'a mut Vec<u8>);
-
-impl postcard::ser_flavors::Flavor for BytePush<'_> {
-    type Output = ();
-
-    #[inline]
-    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
-        self.0.push(byte);
-        Ok(())
-    }
-
-    fn finalize(self) -> postcard::Result<()> {
-        Ok(())
-    }
-}
-
-/// A FIFO of serialized values.
+/// A FIFO of encoded values.
 pub(crate) struct ByteQueue {
     chunks: VecDeque<Vec<u8>>,
     /// How far into the front chunk the reader has got.
@@ -70,11 +50,10 @@ impl ByteQueue {
     /// made with (growing would copy the whole chunk): a frame that does not fit in the
     /// last chunk starts a new one, and one larger than a chunk gets a chunk of its own
     /// size.
-    pub(crate) fn push_framed<H: Serialize>(&mut self, header: &H, body: &[u8]) {
+    pub(crate) fn push_framed<H: Pack>(&mut self, header: &H, body: &[u8]) {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        postcard::serialize_with_flavor(header, BytePush(&mut scratch))
-            .expect("a frame header serializes");
+        header.pack(&mut scratch);
         let len = u32::try_from(body.len()).expect("a frame body under 4 GiB");
         scratch.extend_from_slice(&len.to_le_bytes());
         let total = scratch.len() + body.len();
@@ -97,9 +76,10 @@ impl ByteQueue {
     }
 
     /// Removes the oldest frame: returns its header and appends its body to `body`.
-    pub(crate) fn pop_framed<H: DeserializeOwned>(&mut self, body: &mut Vec<u8>) -> Option<H> {
+    pub(crate) fn pop_framed<H: Pack>(&mut self, body: &mut Vec<u8>) -> Option<H> {
         let front = self.chunks.front()?;
-        let (header, rest) = postcard::take_from_bytes::<H>(&front[self.read..])
+        let mut rest = &front[self.read..];
+        let header = H::unpack(&mut rest)
             .expect("a queued frame's header decodes as the type it was pushed as");
         let (len, rest) = rest.split_at(4);
         let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;

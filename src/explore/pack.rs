@@ -161,6 +161,26 @@ impl<T: Pack> Pack for Vec<T> {
     }
 }
 
+/// Tuples, field by field (the frontier's frame headers).
+macro_rules! pack_tuple {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: Pack),+> Pack for ($($t,)+) {
+            #[inline]
+            fn pack(&self, out: &mut Vec<u8>) {
+                $(self.$i.pack(out);)+
+            }
+            #[inline]
+            fn unpack(input: &mut &[u8]) -> Option<Self> {
+                // Tuple expressions evaluate their elements left to right.
+                Some(($($t::unpack(input)?,)+))
+            }
+        }
+    };
+}
+
+pack_tuple!(A 0, B 1);
+pack_tuple!(A 0, B 1, C 2, D 3, E 4);
+
 impl Pack for Vector {
     fn pack(&self, out: &mut Vec<u8>) {
         out.push(self.0);
