@@ -286,7 +286,7 @@ impl Drop for Quiet {
 /// The state of the descriptor, the APIC's notification bits, the handler and the
 /// ledger. Everything that decides the future is in here, so two equal worlds behave
 /// the same (which is what lets the explorer prune duplicates).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct World {
     /// The descriptor line's data.
     pub desc: PiDesc,

@@ -20,7 +20,6 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
-use serde::{Deserialize, Serialize};
 use sim_core::Vector;
 
 use super::por::{footprint, Footprint, StepContext};
@@ -139,7 +138,7 @@ fn sn_program(config: &ExploreConfig) -> Vec<SnStep> {
 }
 
 /// A state of the search: the world and how far each hardware actor has got.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct State {
     world: World,
     next_post: u16,
