@@ -421,15 +421,13 @@ fn run_experiment(
     if let Some(p) = &overrides.platform {
         irqsim::platform::get(p).map_err(|e| e.to_string())?;
     }
-    let mut ctx = ExperimentCtx {
-        seed,
-        trace: None,
-        platform: overrides.platform,
-        sets,
-    };
+    let mut ctx = ExperimentCtx::new(seed);
+    ctx.platform = overrides.platform;
+    ctx.sets = sets;
     (info.check)(&ctx)?;
     ctx.trace = trace.open()?;
-    let out = (info.run)(&ctx);
+    let mut out = (info.run)(&ctx);
+    out.notes.extend(ctx.set_notes());
     finish_trace(ctx.trace, &trace.trace)?;
     if let Some(path) = plot {
         irqsim::plot::plot_experiment(&out, path)?;

@@ -215,6 +215,30 @@ fn experiments_take_a_platform_and_field_sets_and_reject_bad_ones() {
     };
     assert!(iops(&moved, "remapped") < iops(&base, "remapped"));
     assert!(iops(&moved, "posted") <= 2e6 * 1.01);
+    let notes = moved["notes"].to_string();
+    assert!(
+        notes.contains("--set costs.nvme.iops_ceiling=2000000.0: applied to every point"),
+        "{notes}"
+    );
+    for (experiment, args, needle) in [
+        (
+            "smmu-cmdsync",
+            vec!["--set", "transmit[0].nosuch=1"],
+            "no point of this experiment has that field",
+        ),
+        (
+            "smmu-cmdsync",
+            vec!["--set", "transmit[0].cpus=[20]"],
+            "point \"smmu-cmdsync udp-tx x16 msipoll=true\": transmit[0].cpus",
+        ),
+    ] {
+        let mut a = vec!["experiment", experiment];
+        a.extend(args.iter().copied());
+        let out = irqsim(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{a:?}: {err}");
+    }
     for (args, needle) in [
         (vec!["--set", "costs.fabric.occupancy=1"], "occupancy"),
         (

@@ -727,3 +727,50 @@ fn a_sender_apart_from_its_queues_interrupt_overlaps_sending_with_cleaning() {
         "same CPU {g1} Gbit/s, apart {g2}"
     );
 }
+
+#[test]
+fn a_set_reaches_the_points_that_have_its_field_and_a_typo_reaches_none() {
+    use irqsim::experiments::{ExperimentCtx, FieldSet};
+    let seed = 1;
+    let bare = smmu_cmdsync::load_scenario(true, SmmuWorkload::SyncOnly, 1, seed);
+    let tx = smmu_cmdsync::tx_scenario(true, 1, seed);
+    let with = |set: &str| {
+        let mut ctx = ExperimentCtx::new(seed);
+        ctx.sets = vec![FieldSet::parse(set).unwrap()];
+        ctx
+    };
+
+    // The transmit rows have a sender; the bare CMD_SYNC rows do not.
+    let ctx = with("transmit[0].cpus=[20]");
+    smmu_cmdsync::check(&ctx).expect("the udp-tx points have transmit[0]");
+    let lone = ctx.check(&bare).unwrap_err();
+    assert!(lone.contains("`transmit` has 0 entries"), "{lone}");
+    assert_eq!(ctx.prepared(&tx).transmit[0].cpus, vec![20]);
+    let bare_run = ctx.prepared(&bare);
+    assert!(bare_run.transmit.is_empty());
+    assert_eq!(bare_run.costs, ctx.prepare(&bare).unwrap().costs);
+    let uses = ctx.set_uses();
+    assert_eq!((uses[0].applied, uses[0].absent), (1, 1));
+    let notes = ctx.set_notes();
+    assert!(notes[0].contains("applied to 1 of 2 points"), "{notes:?}");
+
+    // A field no point has is a typo, named with what the first point has instead.
+    let typo = smmu_cmdsync::check(&with("transmit[0].cpuz=[20]")).unwrap_err();
+    assert!(
+        typo.contains("no point of this experiment has that field")
+            && typo.contains("`transmit` has 0 entries"),
+        "{typo}"
+    );
+    // A path through a value of the wrong kind, or a bad value, fails at once.
+    let through = smmu_cmdsync::check(&with("costs.cpu.freq_mhz.x=1")).unwrap_err();
+    assert!(through.contains("is a number, not a table"), "{through}");
+    let bad = smmu_cmdsync::check(&with("transmit[0].cpus=[999]")).unwrap_err();
+    assert!(bad.contains("transmit[0].cpus"), "{bad}");
+
+    // Costs reach every point.
+    let ctx = with("costs.smmu_host.smmu_register_ns=200");
+    smmu_cmdsync::check(&ctx).unwrap();
+    ctx.prepared(&bare);
+    ctx.prepared(&tx);
+    assert!(ctx.set_notes()[0].contains("applied to every point (2)"));
+}

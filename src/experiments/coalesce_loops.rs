@@ -46,7 +46,15 @@ pub fn scenario(variant: &str, max_loops: u32, seed: u64) -> Scenario {
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario("rfc", 3, ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    VARIANTS
+        .iter()
+        .flat_map(|v| MAX_LOOPS.iter().map(|&l| scenario(v, l, ctx.seed)))
+        .collect()
 }
 
 /// Runs the experiment with `seed`.

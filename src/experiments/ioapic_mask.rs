@@ -160,7 +160,20 @@ pub fn run(seed: u64) -> ExperimentOutput {
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(ctx.seed, HOLD_US[0], RteDriver::Shadowed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    let mut all = Vec::new();
+    for flow in PinFlow::ALL {
+        for driver in RteDriver::ALL {
+            for &hold in HOLD_US {
+                all.push(flow_scenario(ctx.seed, hold, driver, flow));
+            }
+        }
+    }
+    all
 }
 
 /// Runs the experiment in `ctx` (seed, platform, overrides, optional trace).

@@ -15,13 +15,15 @@ pub mod shootdown_under_irq;
 pub mod smmu_cmdsync;
 pub mod vmd;
 
+use std::sync::Mutex;
+
 use serde::Serialize;
 
 use crate::platform::Platform;
 use crate::report::table::Table;
 use crate::report::trace::ChromeTrace;
 use crate::report::MODEL_NOTE;
-use crate::sweep::path::FieldPath;
+use crate::sweep::path::{FieldPath, SetError};
 use crate::{Report, Scenario, System};
 
 /// One experiment's output.
@@ -156,8 +158,21 @@ pub struct ExperimentCtx {
     pub trace: Option<ChromeTrace>,
     /// Run on this platform profile instead of the experiment's own (`--platform`).
     pub platform: Option<String>,
-    /// Fields set on every point's scenario after the platform (`--set`), in order.
+    /// Fields set on every point's scenario that has them, after the platform
+    /// (`--set`), in order.
     pub sets: Vec<FieldSet>,
+    /// For each of `sets`, the points run so far that had its field and those that
+    /// did not (an experiment's points differ: only some have a transmit path).
+    set_uses: Mutex<Vec<SetUse>>,
+}
+
+/// How many points one `--set` reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetUse {
+    /// Points whose scenario had the field and ran with the new value.
+    pub applied: u32,
+    /// Points whose scenario has no such field and ran without it.
+    pub absent: u32,
 }
 
 impl ExperimentCtx {
@@ -168,6 +183,7 @@ impl ExperimentCtx {
             trace: None,
             platform: None,
             sets: Vec::new(),
+            set_uses: Mutex::new(Vec::new()),
         }
     }
 
@@ -181,15 +197,66 @@ impl ExperimentCtx {
     /// platform, a path the scenario does not have, or a value its field does not take
     /// is an error naming them.
     pub fn check(&self, example: &Scenario) -> Result<(), String> {
+        self.check_points(std::slice::from_ref(example))
+    }
+
+    /// Checks the overrides against scenarios that between them have every table the
+    /// experiment's points have. A `--set` must reach at least one of them (else it is
+    /// a typo, and the error says what each kind of point has instead); where it reaches
+    /// one, its value must be one the field takes.
+    pub fn check_points(&self, examples: &[Scenario]) -> Result<(), String> {
         if let Some(p) = &self.platform {
             crate::platform::get(p).map_err(|e| e.to_string())?;
         }
-        self.prepare(example).map(|_| ())
+        let mut reached = vec![false; self.sets.len()];
+        let mut absences: Vec<Vec<String>> = vec![Vec::new(); self.sets.len()];
+        for example in examples {
+            let (_, applied) = self.apply(example).map_err(|e| {
+                if examples.len() > 1 {
+                    format!("point {:?}: {e}", example.name)
+                } else {
+                    e
+                }
+            })?;
+            for (i, (hit, why)) in applied.into_iter().enumerate() {
+                reached[i] |= hit;
+                if let Some(why) = why.filter(|w| !absences[i].contains(w)) {
+                    absences[i].push(why);
+                }
+            }
+        }
+        for (i, s) in self.sets.iter().enumerate() {
+            if !reached[i] {
+                // Each kind of point says what it has instead (a table with other
+                // fields, a list too short), so a typo shows its neighbours.
+                let why = absences[i].join("; ");
+                return Err(if examples.len() > 1 {
+                    format!(
+                        "--set {}: no point of this experiment has that field ({why})",
+                        s.path
+                    )
+                } else {
+                    format!("--set {}: {why}", s.path)
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The scenario a point really runs: its costs from the platform (`--platform`,
-    /// else the scenario's own, else `generic`), then every `--set`.
+    /// else the scenario's own, else `generic`), then every `--set` whose field the
+    /// scenario has.
     pub fn prepare(&self, scenario: &Scenario) -> Result<Scenario, String> {
+        self.apply(scenario).map(|(sc, _)| sc)
+    }
+
+    /// [`ExperimentCtx::prepare`], and for each set whether it reached the scenario
+    /// (with, when it did not, what the scenario has instead).
+    #[allow(clippy::type_complexity)]
+    fn apply(
+        &self,
+        scenario: &Scenario,
+    ) -> Result<(Scenario, Vec<(bool, Option<String>)>), String> {
         let mut sc = scenario.clone();
         let name = self
             .platform
@@ -197,18 +264,56 @@ impl ExperimentCtx {
             .or_else(|| sc.platform.clone())
             .unwrap_or_else(|| crate::platform::DEFAULT_PLATFORM.to_string());
         sc.apply_platform(&name).map_err(|e| e.to_string())?;
+        let mut applied = Vec::with_capacity(self.sets.len());
         if !self.sets.is_empty() {
             let mut tree = serde_json::to_value(&sc).expect("scenarios serialize");
             for s in &self.sets {
-                crate::sweep::path::set(&mut tree, &s.path, &s.value)
-                    .map_err(|e| format!("--set {}: {e}", s.path))?;
+                // Each set starts from the tree as the earlier ones left it; an absent
+                // path leaves the tree untouched (a failed `set` may have created
+                // empty tables on its way, so it works on a copy).
+                let mut attempt = tree.clone();
+                match crate::sweep::path::set(&mut attempt, &s.path, &s.value) {
+                    Ok(()) => {
+                        tree = attempt;
+                        applied.push((true, None));
+                    }
+                    Err(SetError::Absent(why)) => applied.push((false, Some(why))),
+                    Err(e) => return Err(format!("--set {}: {e}", s.path)),
+                }
             }
             let base_dir = sc.base_dir.take();
             sc = serde_json::from_value(tree).map_err(|e| format!("--set: {e}"))?;
             sc.base_dir = base_dir;
         }
         sc.validate().map_err(|e| e.to_string())?;
-        Ok(sc)
+        Ok((sc, applied))
+    }
+
+    /// For each of `sets`, how many points run so far had its field.
+    pub fn set_uses(&self) -> Vec<SetUse> {
+        let uses = self.set_uses.lock().expect("no point panicked");
+        (0..self.sets.len())
+            .map(|i| uses.get(i).copied().unwrap_or_default())
+            .collect()
+    }
+
+    /// A note per `--set`: what it set and how many of the points run had the field.
+    pub fn set_notes(&self) -> Vec<String> {
+        self.sets
+            .iter()
+            .zip(self.set_uses())
+            .map(|(s, u)| {
+                let total = u.applied + u.absent;
+                if u.absent == 0 {
+                    format!("--set {}={}: applied to every point ({total})", s.path, s.value)
+                } else {
+                    format!(
+                        "--set {}={}: applied to {} of {total} points; the other {} have no such field and ran without it",
+                        s.path, s.value, u.applied, u.absent
+                    )
+                }
+            })
+            .collect()
     }
 
     /// The cost tables of `default`'s platform (or `--platform`'s) with every
@@ -239,10 +344,22 @@ impl ExperimentCtx {
         self.finish_point(sys, &scenario.name)
     }
 
-    /// [`ExperimentCtx::prepare`], for overrides already [`check`](Self::check)ed.
+    /// [`ExperimentCtx::prepare`], for overrides already [`check`](Self::check)ed;
+    /// counts, for [`ExperimentCtx::set_notes`], which sets the point had.
     pub fn prepared(&self, scenario: &Scenario) -> Scenario {
-        self.prepare(scenario)
-            .unwrap_or_else(|e| panic!("{}: overrides were checked: {e}", scenario.name))
+        let (sc, applied) = self
+            .apply(scenario)
+            .unwrap_or_else(|e| panic!("{}: overrides were checked: {e}", scenario.name));
+        let mut uses = self.set_uses.lock().expect("no point panicked");
+        uses.resize(self.sets.len(), SetUse::default());
+        for (u, (hit, _)) in uses.iter_mut().zip(applied) {
+            if hit {
+                u.applied += 1;
+            } else {
+                u.absent += 1;
+            }
+        }
+        sc
     }
 
     /// Runs a point for `ramp` (fio's `ramp_time`) and then to its end; returns the

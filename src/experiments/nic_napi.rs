@@ -72,7 +72,15 @@ pub fn run(seed: u64) -> ExperimentOutput {
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(0, RATES_MPPS[0], ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    ITR_US
+        .iter()
+        .flat_map(|&itr| RATES_MPPS.iter().map(move |&r| scenario(itr, r, ctx.seed)))
+        .collect()
 }
 
 /// Runs the experiment in `ctx` (seed, platform, overrides, optional trace).

@@ -105,7 +105,17 @@ pub fn scenario(mode: DeliveryMode, drives: u32, seed: u64, ctx: &ExperimentCtx)
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(DeliveryMode::Posted, DRIVES[0], ctx.seed, ctx))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    DRIVES
+        .iter()
+        .flat_map(|&d| {
+            [DeliveryMode::Remapped, DeliveryMode::Posted].map(|m| scenario(m, d, ctx.seed, ctx))
+        })
+        .collect()
 }
 
 /// Runs the experiment with `seed`.

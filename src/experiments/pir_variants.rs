@@ -133,7 +133,14 @@ pub fn scenario(variant: &str, dsa_devices: u32, seed: u64) -> Scenario {
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario("copy-then-xchg", 1, ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    let one = VARIANTS.iter().map(|v| scenario(v, 1, ctx.seed));
+    let two = TWO_DEVICE_VARIANTS.iter().map(|v| scenario(v, 2, ctx.seed));
+    one.chain(two).collect()
 }
 
 /// Runs the experiment with `seed`.

@@ -97,7 +97,15 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(DeliveryMode::Posted, RATES_MPS[0], ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    [DeliveryMode::Posted, DeliveryMode::Remapped]
+        .iter()
+        .flat_map(|&m| RATES_MPS.iter().map(move |&r| scenario(m, r, ctx.seed)))
+        .collect()
 }
 
 /// Runs the experiment with `seed`.

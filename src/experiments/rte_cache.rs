@@ -227,7 +227,15 @@ pub fn run(seed: u64) -> ExperimentOutput {
 
 /// Checks `--platform` and `--set` against the scenario.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(RteDriver::Shadowed, ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    CHIPS
+        .iter()
+        .flat_map(|&(c, t)| RteDriver::ALL.map(|d| chip_scenario(c, t, d, ctx.seed)))
+        .collect()
 }
 
 /// Runs the experiment in `ctx` (seed, platform, overrides).

@@ -179,7 +179,15 @@ pub fn point(ctx: &ExperimentCtx, mode: DeliveryMode, irq_rate_mps: f64) -> Row 
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(DeliveryMode::Posted, IRQ_RATES_MPS[1], ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    [DeliveryMode::Posted, DeliveryMode::Remapped]
+        .iter()
+        .flat_map(|&m| IRQ_RATES_MPS.iter().map(move |&r| scenario(m, r, ctx.seed)))
+        .collect()
 }
 
 /// Every point, in `ctx`.

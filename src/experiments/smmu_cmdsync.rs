@@ -193,9 +193,34 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against the experiment's kinds of point: the bare
+/// CMD_SYNC loads, which have no transmit path, and the two transmit placements, which
+/// have no `smmu_loads`. A set reaches the points that have its field.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&load_scenario(true, SmmuWorkload::SyncOnly, 1, ctx.seed))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    [true, false]
+        .iter()
+        .flat_map(|&msipoll| {
+            CASES
+                .iter()
+                .map(move |&(workload, cpus)| point_scenario(msipoll, workload, cpus, ctx.seed))
+        })
+        .collect()
+}
+
+/// The scenario of one row (see [`point`]).
+pub fn point_scenario(msipoll: bool, workload: &str, cpus: u32, seed: u64) -> Scenario {
+    match workload {
+        "empty" => load_scenario(msipoll, SmmuWorkload::SyncOnly, cpus, seed),
+        "unmap" => load_scenario(msipoll, SmmuWorkload::Unmap { pages: 1 }, cpus, seed),
+        "udp-tx" => tx_scenario(msipoll, cpus, seed),
+        "udp-tx-apart" => tx_apart_scenario(msipoll, cpus, seed),
+        other => panic!("smmu-cmdsync has no workload {other:?}"),
+    }
 }
 
 fn row(msipoll: bool, workload: &str, cpus: u32, r: &Report, tx_gbps: Option<f64>) -> Row {
@@ -226,23 +251,9 @@ fn row(msipoll: bool, workload: &str, cpus: u32, r: &Report, tx_gbps: Option<f64
 /// One row: `workload` is "empty", "unmap" (one-page unmaps), "udp-tx" or
 /// "udp-tx-apart"; `cpus` the issuing CPUs or sending threads.
 pub fn point(ctx: &ExperimentCtx, msipoll: bool, workload: &str, cpus: u32) -> Row {
-    let load = match workload {
-        "empty" => SmmuWorkload::SyncOnly,
-        "unmap" => SmmuWorkload::Unmap { pages: 1 },
-        "udp-tx" | "udp-tx-apart" => {
-            let sc = if workload == "udp-tx" {
-                tx_scenario(msipoll, cpus, ctx.seed)
-            } else {
-                tx_apart_scenario(msipoll, cpus, ctx.seed)
-            };
-            let r = ctx.run_point(&sc);
-            let gbps = r.transmit.first().map(|t| t.tx_gbps);
-            return row(msipoll, workload, cpus, &r, gbps);
-        }
-        other => panic!("smmu-cmdsync has no workload {other:?}"),
-    };
-    let r = ctx.run_point(&load_scenario(msipoll, load, cpus, ctx.seed));
-    row(msipoll, workload, cpus, &r, None)
+    let r = ctx.run_point(&point_scenario(msipoll, workload, cpus, ctx.seed));
+    let gbps = r.transmit.first().map(|t| t.tx_gbps);
+    row(msipoll, workload, cpus, &r, gbps)
 }
 
 /// The rows, in report order: (workload, CPUs or threads).

@@ -150,7 +150,19 @@ fn mode_name(mode: VmdMode) -> &'static str {
 
 /// Checks `--platform` and `--set` against one point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    ctx.check(&scenario(1, VmdMode::Remap, false, ctx.seed, ctx))
+    ctx.check_points(&scenarios(ctx))
+}
+
+/// Every point's scenario, in row order.
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    DRIVES
+        .iter()
+        .flat_map(|&d| {
+            CASES
+                .iter()
+                .map(move |&(m, merge)| scenario(d, m, merge, ctx.seed, ctx))
+        })
+        .collect()
 }
 
 /// Runs the experiment with `seed`.

@@ -86,15 +86,41 @@ impl std::fmt::Display for FieldPath {
     }
 }
 
+/// Why a field could not be set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetError {
+    /// The path leads somewhere this tree does not have: a field its table lacks, an
+    /// index past its list's end, or `[*]` over an empty list. Another scenario of
+    /// the same kind may have it (an experiment's points differ in their tables).
+    Absent(String),
+    /// The path crosses a value of the wrong kind (indexing a table, a field of a
+    /// number): no scenario of this kind has it.
+    Mismatch(String),
+}
+
+impl std::fmt::Display for SetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetError::Absent(m) | SetError::Mismatch(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<SetError> for String {
+    fn from(e: SetError) -> String {
+        e.to_string()
+    }
+}
+
 /// Sets the field at `path` to `value`. A `null` met before the last step is an unset
 /// optional table and becomes `{}` (so `devices[0].closed_loop.inflight` creates
 /// `closed_loop` with its defaults). A number replacing an integer is stored as an
 /// integer when it has no fractional part.
-pub fn set(tree: &mut Value, path: &FieldPath, value: &Value) -> Result<(), String> {
+pub fn set(tree: &mut Value, path: &FieldPath, value: &Value) -> Result<(), SetError> {
     set_at(tree, &path.0, value, String::new())
 }
 
-fn set_at(node: &mut Value, segs: &[Segment], value: &Value, at: String) -> Result<(), String> {
+fn set_at(node: &mut Value, segs: &[Segment], value: &Value, at: String) -> Result<(), SetError> {
     let Some((first, rest)) = segs.split_first() else {
         *node = coerce(node, value);
         return Ok(());
@@ -118,11 +144,11 @@ fn set_at(node: &mut Value, segs: &[Segment], value: &Value, at: String) -> Resu
             };
             if !map.contains_key(k) {
                 if !map.is_empty() {
-                    return Err(format!(
+                    return Err(SetError::Absent(format!(
                         "{} has no field `{k}` (fields: {})",
                         here(&at),
                         map.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ));
+                    )));
                 }
                 // A table created from null: its fields are whatever its type
                 // accepts, checked when the scenario is deserialized.
@@ -134,31 +160,34 @@ fn set_at(node: &mut Value, segs: &[Segment], value: &Value, at: String) -> Resu
             let n = items.len();
             match items.get_mut(*i) {
                 Some(child) => set_at(child, rest, value, format!("{at}[{i}]")),
-                None => Err(format!(
+                None => Err(SetError::Absent(format!(
                     "{} has {n} entries, so there is no index {i}",
                     here(&at)
-                )),
+                ))),
             }
         }
         (Segment::All, Value::Array(items)) => {
             if items.is_empty() {
-                return Err(format!("{} is empty, so `[*]` sets nothing", here(&at)));
+                return Err(SetError::Absent(format!(
+                    "{} is empty, so `[*]` sets nothing",
+                    here(&at)
+                )));
             }
             for (i, child) in items.iter_mut().enumerate() {
                 set_at(child, rest, value, format!("{at}[{i}]"))?;
             }
             Ok(())
         }
-        (Segment::Key(k), other) => Err(format!(
+        (Segment::Key(k), other) => Err(SetError::Mismatch(format!(
             "{} is {}, not a table, so it has no field `{k}`",
             here(&at),
             kind(other)
-        )),
-        (_, other) => Err(format!(
+        ))),
+        (_, other) => Err(SetError::Mismatch(format!(
             "{} is {}, not a list, so it cannot be indexed",
             here(&at),
             kind(other)
-        )),
+        ))),
     }
 }
 
@@ -247,14 +276,21 @@ mod tests {
     fn errors_name_the_place() {
         let mut t = json!({"a": 1, "d": [{"r": 1.0}]});
         let e = set(&mut t, &FieldPath::parse("b").unwrap(), &json!(1)).unwrap_err();
+        assert!(matches!(e, SetError::Absent(_)), "{e:?}");
+        let e = e.to_string();
         assert!(
             e.contains("no field `b`") && e.contains("fields: a, d"),
             "{e}"
         );
         let e = set(&mut t, &FieldPath::parse("d[3].r").unwrap(), &json!(1)).unwrap_err();
-        assert!(e.contains("`d` has 1 entries"), "{e}");
+        assert!(matches!(e, SetError::Absent(_)), "{e:?}");
+        assert!(e.to_string().contains("`d` has 1 entries"), "{e}");
+        let mut empty = json!({"d": []});
+        let e = set(&mut empty, &FieldPath::parse("d[*].r").unwrap(), &json!(1)).unwrap_err();
+        assert!(matches!(e, SetError::Absent(_)), "{e:?}");
         let e = set(&mut t, &FieldPath::parse("a.x").unwrap(), &json!(1)).unwrap_err();
-        assert!(e.contains("`a` is a number"), "{e}");
+        assert!(matches!(e, SetError::Mismatch(_)), "{e:?}");
+        assert!(e.to_string().contains("`a` is a number"), "{e}");
     }
 
     #[test]

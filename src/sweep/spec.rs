@@ -225,7 +225,7 @@ impl Sweep {
                 path::set(&mut tree, &axis.path, v).map_err(|message| SweepError::Field {
                     axis: i + 1,
                     field: axis.field.clone(),
-                    message,
+                    message: message.to_string(),
                 })?;
                 serde_json::from_value::<Scenario>(tree).map_err(|e| SweepError::Value {
                     axis: i + 1,
@@ -470,7 +470,7 @@ fn apply_set(base: &Scenario, set: toml::Table) -> Result<Scenario, SweepError> 
     for (key, value) in set {
         let path = FieldPath::parse(&key).map_err(|m| fail(&key, m))?;
         let value = toml_to_json(value).map_err(|m| fail(&key, m))?;
-        path::set(&mut tree, &path, &value).map_err(|m| fail(&key, m))?;
+        path::set(&mut tree, &path, &value).map_err(|m| fail(&key, m.to_string()))?;
     }
     serde_json::from_value(tree).map_err(|e| SweepError::Base {
         base: "[set]".into(),
