@@ -231,6 +231,16 @@ fn experiments_take_a_platform_and_field_sets_and_reject_bad_ones() {
             vec!["--set", "transmit[0].cpus=[20]"],
             "point \"smmu-cmdsync udp-tx x16 msipoll=true\": transmit[0].cpus",
         ),
+        (
+            "ipi-cluster",
+            vec!["--set", "costs.cpu.freq_mhz=0"],
+            "costs.cpu.freq_mhz = 0 is not allowed",
+        ),
+        (
+            "rte-cache",
+            vec!["--set", "costs.cpu.freq_mhz=-5"],
+            "--set costs.cpu.freq_mhz=-5: invalid value",
+        ),
     ] {
         let mut a = vec!["experiment", experiment];
         a.extend(args.iter().copied());

@@ -741,11 +741,11 @@ fn a_set_reaches_the_points_that_have_its_field_and_a_typo_reaches_none() {
     };
 
     // The transmit rows have a sender; the bare CMD_SYNC rows do not.
-    let ctx = with("transmit[0].cpus=[20]");
+    let ctx = with("transmit[0].datagram_bytes=16384");
     smmu_cmdsync::check(&ctx).expect("the udp-tx points have transmit[0]");
     let lone = ctx.check(&bare).unwrap_err();
     assert!(lone.contains("`transmit` has 0 entries"), "{lone}");
-    assert_eq!(ctx.prepared(&tx).transmit[0].cpus, vec![20]);
+    assert_eq!(ctx.prepared(&tx).transmit[0].datagram_bytes, 16384);
     let bare_run = ctx.prepared(&bare);
     assert!(bare_run.transmit.is_empty());
     assert_eq!(bare_run.costs, ctx.prepare(&bare).unwrap().costs);
@@ -753,6 +753,12 @@ fn a_set_reaches_the_points_that_have_its_field_and_a_typo_reaches_none() {
     assert_eq!((uses[0].applied, uses[0].absent), (1, 1));
     let notes = ctx.set_notes();
     assert!(notes[0].contains("applied to 1 of 2 points"), "{notes:?}");
+
+    // A value that one point's field refuses (one sender CPU, sixteen threads) is
+    // refused before anything runs, naming the point.
+    let refused = smmu_cmdsync::check(&with("transmit[0].cpus=[20]")).unwrap_err();
+    assert!(refused.contains("udp-tx x16"), "{refused}");
+    assert!(with("transmit[0].cpus=[20]").check(&tx).is_ok());
 
     // A field no point has is a typo, named with what the first point has instead.
     let typo = smmu_cmdsync::check(&with("transmit[0].cpuz=[20]")).unwrap_err();
@@ -766,6 +772,8 @@ fn a_set_reaches_the_points_that_have_its_field_and_a_typo_reaches_none() {
     assert!(through.contains("is a number, not a table"), "{through}");
     let bad = smmu_cmdsync::check(&with("transmit[0].cpus=[999]")).unwrap_err();
     assert!(bad.contains("transmit[0].cpus"), "{bad}");
+    let typed = smmu_cmdsync::check(&with("transmit[0].mtu=-1")).unwrap_err();
+    assert!(typed.contains("--set transmit[0].mtu=-1"), "{typed}");
 
     // Costs reach every point.
     let ctx = with("costs.smmu_host.smmu_register_ns=200");

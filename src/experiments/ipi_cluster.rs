@@ -171,15 +171,14 @@ pub fn point(
     set: &'static str,
 ) -> Row {
     let topo = Topology::new(config.topology).expect("experiment topology is valid");
-    let targets: Vec<CpuId> = topo
+    let mut clusters: Vec<u32> = topo
         .socket_cpus(TARGET_SOCKET)
         .take(count as usize)
+        .map(|c| topo.cluster(c))
         .collect();
-    let mut clusters: Vec<u32> = targets.iter().map(|&c| topo.cluster(c)).collect();
     clusters.sort_unstable();
     clusters.dedup();
-    let mut sc = scenario(config, kernel, mode, targets.iter().map(|c| c.0).collect());
-    sc.name = format!("ipi-cluster {} {} x{count}", kernel.as_str(), mode.as_str());
+    let sc = point_scenario(config, kernel, mode, count);
     let sys = System::new(&sc).expect("the experiment's scenario is valid");
     let report = ctx.finish_point(sys, &sc.name);
     let x = report
@@ -206,22 +205,48 @@ pub fn point(
     }
 }
 
-/// Every row of the experiment under `config` (`ctx` gives the trace, if any).
-pub fn rows(ctx: &ExperimentCtx, config: &Config) -> Vec<Row> {
+/// The scenario of one call by `kernel` to the first `count` CPUs of the target socket.
+pub fn point_scenario(
+    config: &Config,
+    kernel: ShootdownKernel,
+    mode: IpiMode,
+    count: u32,
+) -> Scenario {
+    let topo = Topology::new(config.topology).expect("experiment topology is valid");
+    let targets = topo
+        .socket_cpus(TARGET_SOCKET)
+        .take(count as usize)
+        .map(|c| c.0)
+        .collect();
+    let mut sc = scenario(config, kernel, mode, targets);
+    sc.name = format!("ipi-cluster {} {} x{count}", kernel.as_str(), mode.as_str());
+    sc
+}
+
+/// The points in row order: (kernel, mode, target count, `set`).
+fn points(config: &Config) -> Vec<(ShootdownKernel, IpiMode, u32, &'static str)> {
     let topo = Topology::new(config.topology).expect("experiment topology is valid");
     let all = topo.socket_cpus(TARGET_SOCKET).count() as u32;
-    let mut rows = Vec::new();
-    for (kernel, mode) in VARIANTS {
-        rows.push(point(ctx, config, kernel, mode, all, "socket1"));
-    }
+    let mut points: Vec<_> = VARIANTS
+        .iter()
+        .map(|&(kernel, mode)| (kernel, mode, all, "socket1"))
+        .collect();
     let mut counts: Vec<u32> = TARGET_COUNTS.iter().map(|&c| c.min(all)).collect();
     counts.dedup();
     for count in counts {
         for (kernel, mode) in VARIANTS {
-            rows.push(point(ctx, config, kernel, mode, count, "sweep"));
+            points.push((kernel, mode, count, "sweep"));
         }
     }
-    rows
+    points
+}
+
+/// Every row of the experiment under `config` (`ctx` gives the trace, if any).
+pub fn rows(ctx: &ExperimentCtx, config: &Config) -> Vec<Row> {
+    points(config)
+        .into_iter()
+        .map(|(kernel, mode, count, set)| point(ctx, config, kernel, mode, count, set))
+        .collect()
 }
 
 /// Runs the experiment with `seed` (the model is deterministic and draws nothing; the
@@ -230,9 +255,15 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
-/// Checks `--platform` and `--set`.
+/// Checks `--platform` and `--set` (costs only), against every point's scenario.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
-    Config::of(ctx).map(|_| ())
+    let config = Config::of(ctx)?;
+    for (kernel, mode, count, _) in points(&config) {
+        point_scenario(&config, kernel, mode, count)
+            .validate()
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Runs the experiment in `ctx`.

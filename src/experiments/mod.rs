@@ -274,6 +274,10 @@ impl ExperimentCtx {
                 let mut attempt = tree.clone();
                 match crate::sweep::path::set(&mut attempt, &s.path, &s.value) {
                     Ok(()) => {
+                        // Deserialized here, one set at a time, so a value of the wrong
+                        // type is blamed on the set that wrote it.
+                        serde_json::from_value::<Scenario>(attempt.clone())
+                            .map_err(|e| format!("--set {}={}: {e}", s.path, s.value))?;
                         tree = attempt;
                         applied.push((true, None));
                     }
@@ -304,7 +308,10 @@ impl ExperimentCtx {
             .zip(self.set_uses())
             .map(|(s, u)| {
                 let total = u.applied + u.absent;
-                if u.absent == 0 {
+                if total == 0 {
+                    // An experiment that builds its cost table once ([`Self::costs`]).
+                    format!("--set {}={}: applied to the cost tables", s.path, s.value)
+                } else if u.absent == 0 {
                     format!("--set {}={}: applied to every point ({total})", s.path, s.value)
                 } else {
                     format!(
@@ -325,6 +332,8 @@ impl ExperimentCtx {
                 Some((crate::sweep::path::Segment::Key(k), rest)) if k == "costs" => {
                     crate::sweep::path::set(&mut tree, &FieldPath(rest.to_vec()), &s.value)
                         .map_err(|e| format!("--set {}: {e}", s.path))?;
+                    serde_json::from_value::<crate::system::Costs>(tree.clone())
+                        .map_err(|e| format!("--set {}={}: {e}", s.path, s.value))?;
                 }
                 _ => {
                     return Err(format!(
