@@ -261,7 +261,7 @@ impl System {
         };
         let agent = self.iommus[post.unit as usize].agent;
         let line = &mut self.cpus[cpu as usize].pid;
-        let hold = line.cost(agent, &op, &self.costs.pid_line, self.freq);
+        let hold = line.cost_priced(agent, &op, &self.line_prices);
         // The update waits for a transfer of the line to a CPU already in flight.
         let start = line.occupy(now, hold);
         self.queue

@@ -229,6 +229,9 @@ pub struct System {
     handler: Box<dyn PirHandler>,
     costs: Costs,
     freq: Freq,
+    /// `costs.pid_line` at `freq`, in picoseconds: every descriptor-line access is
+    /// priced from this table.
+    line_prices: pid_model::PricedLineCosts,
     queue: EventQueue<Event>,
     cpus: Vec<cpu::Cpu>,
     /// The CPU with an APIC ID.
@@ -562,6 +565,7 @@ impl System {
             seed: sc.seed,
             mode: sc.mode,
             handler,
+            line_prices: pid_model::PricedLineCosts::new(&costs.pid_line, freq),
             freq,
             queue,
             ledger: Ledger::new(cpus.len()),
@@ -1083,13 +1087,10 @@ impl System {
             let cpu_ref = &mut self.cpus[c];
             // A miss waits while the line is in flight to another agent (an IOMMU
             // post holding it, another CPU's transfer); a hit does not touch it.
-            let cost = cpu_ref.pid.timed_cost(
-                cpu_ref.agent,
-                &line_op,
-                now,
-                &self.costs.pid_line,
-                self.freq,
-            );
+            let cost =
+                cpu_ref
+                    .pid
+                    .timed_cost_priced(cpu_ref.agent, &line_op, now, &self.line_prices);
             cpu_ref.time.pid_access += cost;
             self.emit_cpu_span(cpu, now, cost, CpuActivity::PidAccess { op });
             return cost;

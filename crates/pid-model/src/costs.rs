@@ -230,9 +230,52 @@ impl LineCosts {
     }
 }
 
+/// [`LineCosts::access_cost`] of every (kind, class) at one core clock, worked out once:
+/// the same durations, without a float-to-picosecond rounding per access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PricedLineCosts {
+    table: [[Duration; AccessKind::ALL.len()]; OpClass::ALL.len()],
+}
+
+impl PricedLineCosts {
+    /// The prices of `costs` for a core at `freq`.
+    pub fn new(costs: &LineCosts, freq: Freq) -> Self {
+        PricedLineCosts {
+            table: OpClass::ALL
+                .map(|class| AccessKind::ALL.map(|kind| costs.access_cost(kind, class, freq))),
+        }
+    }
+
+    /// The latency of an access of `kind` performing an operation of class `class`.
+    #[inline]
+    pub fn get(&self, kind: AccessKind, class: OpClass) -> Duration {
+        self.table[class as usize][kind as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priced_costs_are_the_access_costs_of_every_kind_and_class() {
+        let costs = LineCosts {
+            memory_ns: 91.3,
+            locked_rmw_cycles: 17.5,
+            ..LineCosts::default()
+        };
+        for mhz in [1000, 2400, 3333] {
+            let f = Freq::from_mhz(mhz).unwrap();
+            let priced = PricedLineCosts::new(&costs, f);
+            for (i, kind) in AccessKind::ALL.into_iter().enumerate() {
+                assert_eq!(kind as usize, i, "AccessKind::ALL is in declaration order");
+                for (j, class) in OpClass::ALL.into_iter().enumerate() {
+                    assert_eq!(class as usize, j, "OpClass::ALL is in declaration order");
+                    assert_eq!(priced.get(kind, class), costs.access_cost(kind, class, f));
+                }
+            }
+        }
+    }
 
     fn ghz2() -> Freq {
         Freq::from_mhz(2000).unwrap()

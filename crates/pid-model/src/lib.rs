@@ -55,7 +55,7 @@ pub mod costs;
 pub mod desc;
 pub mod mesi;
 
-pub use costs::LineCosts;
+pub use costs::{LineCosts, PricedLineCosts};
 pub use desc::{is_pid_aligned, Notification, PiDesc, PostResult, PID_ALIGN};
 pub use mesi::{
     AccessKind, Agent, AgentCounters, DataLine, Line, LineData, LineOp, Mesi, Occupancy, OpClass,

@@ -29,7 +29,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sim_core::{CpuId, Duration, Freq, SimTime, Vector};
 
-use crate::costs::LineCosts;
+use crate::costs::{LineCosts, PricedLineCosts};
 use crate::desc::{PiDesc, PostResult, PID_BITS, PID_WORDS};
 use crate::PidError;
 
@@ -286,6 +286,7 @@ impl LineOp {
 /// How an access was served, from the requester's point of view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum AccessKind {
+    // The discriminants index `PricedLineCosts`' table: keep `AccessKind::ALL` in step.
     /// The requester already held the line in a sufficient state (any of M/E/S for a
     /// load, M/E for a write; E -> M is silent).
     L1Hit,
@@ -311,6 +312,33 @@ pub enum AccessKind {
     RemoteModifiedSameSocket,
     /// An agent on another socket held it Modified.
     RemoteModifiedOtherSocket,
+}
+
+impl AccessKind {
+    /// Every kind, in declaration order (`kind as usize` is its index here).
+    pub const ALL: [AccessKind; 11] = [
+        AccessKind::L1Hit,
+        AccessKind::Upgrade,
+        AccessKind::UpgradeOtherSocket,
+        AccessKind::LlcHit,
+        AccessKind::RemoteLlcOtherSocket,
+        AccessKind::Memory,
+        AccessKind::RemoteMemory,
+        AccessKind::RemoteCleanSameSocket,
+        AccessKind::RemoteCleanOtherSocket,
+        AccessKind::RemoteModifiedSameSocket,
+        AccessKind::RemoteModifiedOtherSocket,
+    ];
+}
+
+impl OpClass {
+    /// Every class, in declaration order (`class as usize` is its index here).
+    pub const ALL: [OpClass; 4] = [
+        OpClass::Load,
+        OpClass::Store,
+        OpClass::LockedRmw,
+        OpClass::IommuPost,
+    ];
 }
 
 /// What an access returned.
@@ -594,6 +622,33 @@ impl<D: LineData> Line<D> {
             panic!("Line::cost: {e}");
         }
         costs.access_cost(self.classify(agent, op), op.class(), cpu_freq)
+    }
+
+    /// [`Line::cost`] with the prices of one core clock already worked out.
+    pub fn cost_priced(&self, agent: Agent, op: &LineOp, prices: &PricedLineCosts) -> Duration {
+        if let Err(e) = self.validate_op(agent, op) {
+            panic!("Line::cost: {e}");
+        }
+        prices.get(self.classify(agent, op), op.class())
+    }
+
+    /// [`Line::timed_cost`] with the prices of one core clock already worked out (a
+    /// simulation prices every access at the same clock, so it converts nanoseconds
+    /// and cycles to picoseconds once, when it is built).
+    pub fn timed_cost_priced(
+        &mut self,
+        agent: Agent,
+        op: &LineOp,
+        at: SimTime,
+        prices: &PricedLineCosts,
+    ) -> Duration {
+        let kind = self.classify(agent, op);
+        let cost = prices.get(kind, op.class());
+        if kind == AccessKind::L1Hit {
+            cost
+        } else {
+            self.occupy(at, cost).since(at) + cost
+        }
     }
 
     /// How long `op` by `agent`, requested at `at`, takes from then to its end: its
