@@ -1,9 +1,11 @@
 //! A deterministic, fully associative LRU cache: the shape of every IOMMU cache the
 //! model has (VT-d's interrupt entry cache, the SMMU's configuration cache and TLB).
-//! Keys live in an ordered map (so range invalidation is cheap and iteration order never
-//! depends on hashing); recency is a doubly linked list threaded through a slot array,
-//! so a hit costs one map lookup and a few index writes. Lookup, fill and invalidate are
-//! O(log capacity); range removal O(removed * log capacity).
+//! Recency is a doubly linked list threaded through a slot array, so a hit costs one
+//! index lookup and a few slot writes. The index from key to slot is either an ordered
+//! map (any key; range invalidation is cheap and iteration order never depends on
+//! hashing; lookup, fill and invalidate are O(log capacity)) or, for small integer keys
+//! such as an interrupt index, a table with one entry per possible key ([`DenseIndex`]:
+//! O(1), one load on a hit).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -32,10 +34,103 @@ struct Slot<K, V> {
     older: u32,
 }
 
+/// Where each cached key's slot is.
+pub trait SlotIndex<K>: Clone + std::fmt::Debug {
+    fn get(&self, key: &K) -> Option<u32>;
+    fn insert(&mut self, key: K, slot: u32);
+    fn remove(&mut self, key: &K) -> Option<u32>;
+    /// The cached keys in `range`, in ascending order.
+    fn keys_in<R: RangeBounds<K>>(&self, range: R) -> Vec<K>;
+    fn clear(&mut self);
+    fn len(&self) -> usize;
+}
+
+impl<K: Ord + Copy + std::fmt::Debug> SlotIndex<K> for BTreeMap<K, u32> {
+    fn get(&self, key: &K) -> Option<u32> {
+        BTreeMap::get(self, key).copied()
+    }
+    fn insert(&mut self, key: K, slot: u32) {
+        BTreeMap::insert(self, key, slot);
+    }
+    fn remove(&mut self, key: &K) -> Option<u32> {
+        BTreeMap::remove(self, key)
+    }
+    fn keys_in<R: RangeBounds<K>>(&self, range: R) -> Vec<K> {
+        self.range(range).map(|(k, _)| *k).collect()
+    }
+    fn clear(&mut self) {
+        BTreeMap::clear(self)
+    }
+    fn len(&self) -> usize {
+        BTreeMap::len(self)
+    }
+}
+
+/// A slot per possible `u32` key, for keys drawn from a small range (an interrupt
+/// index is below the table's size): a lookup is one load. The table grows to the
+/// largest key filled.
+#[derive(Clone, Debug, Default)]
+pub struct DenseIndex {
+    slot_of: Vec<u32>,
+    len: usize,
+}
+
+impl SlotIndex<u32> for DenseIndex {
+    fn get(&self, key: &u32) -> Option<u32> {
+        match self.slot_of.get(*key as usize) {
+            Some(&slot) if slot != NIL => Some(slot),
+            _ => None,
+        }
+    }
+    fn insert(&mut self, key: u32, slot: u32) {
+        let k = key as usize;
+        if k >= self.slot_of.len() {
+            self.slot_of.resize(k + 1, NIL);
+        }
+        if self.slot_of[k] == NIL {
+            self.len += 1;
+        }
+        self.slot_of[k] = slot;
+    }
+    fn remove(&mut self, key: &u32) -> Option<u32> {
+        let cell = self.slot_of.get_mut(*key as usize)?;
+        if *cell == NIL {
+            return None;
+        }
+        self.len -= 1;
+        Some(std::mem::replace(cell, NIL))
+    }
+    fn keys_in<R: RangeBounds<u32>>(&self, range: R) -> Vec<u32> {
+        use std::ops::Bound;
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s as usize,
+            Bound::Excluded(&s) => s as usize + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e as usize + 1,
+            Bound::Excluded(&e) => e as usize,
+            Bound::Unbounded => self.slot_of.len(),
+        }
+        .min(self.slot_of.len());
+        (start..end)
+            .filter(|&k| self.slot_of[k] != NIL)
+            .map(|k| k as u32)
+            .collect()
+    }
+    fn clear(&mut self) {
+        self.slot_of.fill(NIL);
+        self.len = 0;
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
 #[derive(Clone, Debug)]
-pub struct LruCache<K: Ord + Copy, V: Copy> {
+pub struct LruCache<K: Ord + Copy, V: Copy, I: SlotIndex<K> = BTreeMap<K, u32>> {
     capacity: usize,
-    index: BTreeMap<K, u32>,
+    index: I,
     slots: Vec<Slot<K, V>>,
     free: Vec<u32>,
     newest: u32,
@@ -43,12 +138,21 @@ pub struct LruCache<K: Ord + Copy, V: Copy> {
     counters: CacheCounters,
 }
 
-impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
-    /// `capacity` 0 means no cache: every lookup misses.
+impl<K: Ord + Copy + std::fmt::Debug, V: Copy> LruCache<K, V> {
+    /// `capacity` 0 means no cache: every lookup misses. Keys are found through an
+    /// ordered map.
     pub fn new(capacity: usize) -> Self {
+        Self::with_index(capacity, BTreeMap::new())
+    }
+}
+
+impl<K: Ord + Copy, V: Copy, I: SlotIndex<K>> LruCache<K, V, I> {
+    /// `capacity` 0 means no cache: every lookup misses. Keys are found through
+    /// `index` (empty).
+    pub fn with_index(capacity: usize, index: I) -> Self {
         LruCache {
             capacity,
-            index: BTreeMap::new(),
+            index,
             slots: Vec::new(),
             free: Vec::new(),
             newest: NIL,
@@ -101,7 +205,7 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
     /// Looks `key` up, counting a hit or miss; a hit becomes most recently used.
     pub fn lookup(&mut self, key: K) -> Option<V> {
         match self.index.get(&key) {
-            Some(&slot) => {
+            Some(slot) => {
                 self.touch(slot);
                 self.counters.hits += 1;
                 Some(self.slots[slot as usize].value)
@@ -118,7 +222,7 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
         if self.capacity == 0 {
             return None;
         }
-        if let Some(&slot) = self.index.get(&key) {
+        if let Some(slot) = self.index.get(&key) {
             self.slots[slot as usize].value = value;
             self.touch(slot);
             return None;
@@ -166,7 +270,7 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
 
     /// Removes every key in `range`; returns how many.
     pub fn invalidate_range<R: RangeBounds<K>>(&mut self, range: R) -> u64 {
-        let keys: Vec<K> = self.index.range(range).map(|(k, _)| *k).collect();
+        let keys = self.index.keys_in(range);
         for k in &keys {
             self.invalidate(*k);
         }
@@ -183,13 +287,13 @@ impl<K: Ord + Copy, V: Copy> LruCache<K, V> {
     }
 
     pub fn contains(&self, key: K) -> bool {
-        self.index.contains_key(&key)
+        self.index.get(&key).is_some()
     }
     pub fn len(&self) -> usize {
         self.index.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.index.len() == 0
     }
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -282,38 +386,66 @@ mod tests {
             ]
         }
 
+        /// Runs `ops` on `cache` and on the obvious LRU side by side.
+        fn same_as_reference<I: SlotIndex<u32>>(
+            mut cache: LruCache<u32, u32, I>,
+            capacity: usize,
+            ops: Vec<Op>,
+        ) -> Result<(), TestCaseError> {
+            let mut reference = Reference {
+                capacity,
+                order: Vec::new(),
+            };
+            let evicted = |k: Option<u8>| k.map(u32::from);
+            for op in ops {
+                match op {
+                    Op::Lookup(k) => prop_assert_eq!(cache.lookup(k.into()), reference.lookup(k)),
+                    Op::Fill(k, v) => {
+                        prop_assert_eq!(cache.fill(k.into(), v), evicted(reference.fill(k, v)))
+                    }
+                    Op::Invalidate(k) => {
+                        prop_assert_eq!(cache.invalidate(k.into()), reference.invalidate(k))
+                    }
+                    Op::InvalidateRange(a, b) => {
+                        let want = (a..b).filter(|k| reference.invalidate(*k)).count() as u64;
+                        prop_assert_eq!(cache.invalidate_range(u32::from(a)..u32::from(b)), want);
+                    }
+                    Op::Clear => {
+                        cache.clear();
+                        reference.order.clear();
+                    }
+                }
+                prop_assert_eq!(cache.len(), reference.order.len());
+                for (k, _) in &reference.order {
+                    prop_assert!(cache.contains(u32::from(*k)));
+                }
+            }
+            Ok(())
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(512))]
             /// Every answer (hit value, evicted key, removal) and the final contents match
-            /// the obvious LRU, whatever mix of operations runs.
+            /// the obvious LRU, whatever mix of operations runs: keys in an ordered map.
             #[test]
             fn behaves_like_the_obvious_lru(
                 capacity in 0usize..9,
                 ops in proptest::collection::vec(op(), 1..300),
             ) {
-                let mut cache: LruCache<u8, u32> = LruCache::new(capacity);
-                let mut reference = Reference { capacity, order: Vec::new() };
-                for op in ops {
-                    match op {
-                        Op::Lookup(k) => prop_assert_eq!(cache.lookup(k), reference.lookup(k)),
-                        Op::Fill(k, v) => prop_assert_eq!(cache.fill(k, v), reference.fill(k, v)),
-                        Op::Invalidate(k) => {
-                            prop_assert_eq!(cache.invalidate(k), reference.invalidate(k))
-                        }
-                        Op::InvalidateRange(a, b) => {
-                            let want = (a..b).filter(|k| reference.invalidate(*k)).count() as u64;
-                            prop_assert_eq!(cache.invalidate_range(a..b), want);
-                        }
-                        Op::Clear => {
-                            cache.clear();
-                            reference.order.clear();
-                        }
-                    }
-                    prop_assert_eq!(cache.len(), reference.order.len());
-                    for (k, _) in &reference.order {
-                        prop_assert!(cache.contains(*k));
-                    }
-                }
+                same_as_reference(LruCache::new(capacity), capacity, ops)?;
+            }
+
+            /// The same, with keys in a table of slots ([`DenseIndex`]).
+            #[test]
+            fn a_dense_index_behaves_like_the_obvious_lru(
+                capacity in 0usize..9,
+                ops in proptest::collection::vec(op(), 1..300),
+            ) {
+                same_as_reference(
+                    LruCache::with_index(capacity, DenseIndex::default()),
+                    capacity,
+                    ops,
+                )?;
             }
         }
     }

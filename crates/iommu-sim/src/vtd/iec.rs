@@ -12,23 +12,24 @@
 //! requests keep using the stale copy. Not-present entries are not cached
 //! (assumption), so a fault on a not-present entry always re-reads memory.
 //!
-//! Every operation is O(log capacity).
+//! Entries are found through a table with a slot per interrupt index
+//! ([`DenseIndex`]), so a lookup is one load whatever the capacity.
 
 use super::irte::Irte;
-use crate::lru::{CacheCounters, LruCache};
+use crate::lru::{CacheCounters, DenseIndex, LruCache};
 
 /// Hit/miss/eviction counters of the interrupt entry cache.
 pub type IecCounters = CacheCounters;
 
 /// Fully associative LRU cache of IRTEs keyed by interrupt index.
 #[derive(Clone, Debug)]
-pub struct Iec(LruCache<u32, Irte>);
+pub struct Iec(LruCache<u32, Irte, DenseIndex>);
 
 impl Iec {
     /// A cache of `capacity` entries. 0 is allowed and means no cache: every lookup
     /// misses.
     pub fn new(capacity: usize) -> Iec {
-        Iec(LruCache::new(capacity))
+        Iec(LruCache::with_index(capacity, DenseIndex::default()))
     }
 
     /// Looks `index` up, counting a hit or a miss; a hit makes it most recently used.
