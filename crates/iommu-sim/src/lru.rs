@@ -43,6 +43,9 @@ pub trait SlotIndex<K>: Clone + std::fmt::Debug {
     fn keys_in<R: RangeBounds<K>>(&self, range: R) -> Vec<K>;
     fn clear(&mut self);
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl<K: Ord + Copy + std::fmt::Debug> SlotIndex<K> for BTreeMap<K, u32> {
@@ -293,7 +296,7 @@ impl<K: Ord + Copy, V: Copy, I: SlotIndex<K>> LruCache<K, V, I> {
         self.index.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.index.len() == 0
+        self.index.is_empty()
     }
     pub fn capacity(&self) -> usize {
         self.capacity
