@@ -44,7 +44,7 @@ pub fn scenario(variant: &str, max_loops: u32, seed: u64) -> Scenario {
     sc
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against every point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }

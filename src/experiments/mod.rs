@@ -149,6 +149,20 @@ impl FieldSet {
     }
 }
 
+/// One scenario per (delivery mode, rate), posted first, rates inner: the points of
+/// experiments that sweep a rate under both deliveries.
+fn per_mode_and_rate(
+    rates: &[f64],
+    scenario: impl Fn(crate::system::DeliveryMode, f64) -> Scenario,
+) -> Vec<Scenario> {
+    use crate::system::DeliveryMode;
+    [DeliveryMode::Posted, DeliveryMode::Remapped]
+        .iter()
+        .flat_map(|&m| rates.iter().map(move |&r| (m, r)))
+        .map(|(m, r)| scenario(m, r))
+        .collect()
+}
+
 /// How an experiment is run: its seed, the platform and field overrides, and
 /// optionally a trace every point writes to.
 pub struct ExperimentCtx {

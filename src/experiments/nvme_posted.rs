@@ -103,7 +103,7 @@ pub fn scenario(mode: DeliveryMode, drives: u32, seed: u64, ctx: &ExperimentCtx)
     sc
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against every point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }

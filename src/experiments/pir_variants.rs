@@ -131,7 +131,7 @@ pub fn scenario(variant: &str, dsa_devices: u32, seed: u64) -> Scenario {
     sc
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against every point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }

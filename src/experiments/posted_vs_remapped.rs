@@ -95,17 +95,14 @@ pub fn scenario(mode: DeliveryMode, rate_mps: f64, seed: u64) -> Scenario {
     sc
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against every point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }
 
 /// Every point's scenario, in row order.
 pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
-    [DeliveryMode::Posted, DeliveryMode::Remapped]
-        .iter()
-        .flat_map(|&m| RATES_MPS.iter().map(move |&r| scenario(m, r, ctx.seed)))
-        .collect()
+    super::per_mode_and_rate(RATES_MPS, |m, r| scenario(m, r, ctx.seed))
 }
 
 /// Runs the experiment with `seed`.

@@ -177,17 +177,14 @@ pub fn point(ctx: &ExperimentCtx, mode: DeliveryMode, irq_rate_mps: f64) -> Row 
     }
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against every point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }
 
 /// Every point's scenario, in row order.
 pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
-    [DeliveryMode::Posted, DeliveryMode::Remapped]
-        .iter()
-        .flat_map(|&m| IRQ_RATES_MPS.iter().map(move |&r| scenario(m, r, ctx.seed)))
-        .collect()
+    super::per_mode_and_rate(IRQ_RATES_MPS, |m, r| scenario(m, r, ctx.seed))
 }
 
 /// Every point, in `ctx`.

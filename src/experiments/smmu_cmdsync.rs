@@ -193,9 +193,9 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
-/// Checks `--platform` and `--set` against the experiment's kinds of point: the bare
-/// CMD_SYNC loads, which have no transmit path, and the two transmit placements, which
-/// have no `smmu_loads`. A set reaches the points that have its field.
+/// Checks `--platform` and `--set` against every point: the bare CMD_SYNC loads have
+/// no transmit path and the transmit rows no `smmu_loads`, so a set reaches the points
+/// that have its field.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }

@@ -148,7 +148,7 @@ fn mode_name(mode: VmdMode) -> &'static str {
     }
 }
 
-/// Checks `--platform` and `--set` against one point.
+/// Checks `--platform` and `--set` against every point.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     ctx.check_points(&scenarios(ctx))
 }
