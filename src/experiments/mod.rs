@@ -163,6 +163,25 @@ fn per_mode_and_rate(
         .collect()
 }
 
+/// The error for a tree that no longer deserializes after `sets` (each with its path in
+/// `base`): names the first set after which it stops deserializing, found by applying
+/// them again one at a time. Only the failing case pays for the replay.
+fn blame<T: serde::de::DeserializeOwned>(
+    base: &serde_json::Value,
+    sets: &[(&FieldSet, FieldPath)],
+    err: serde_json::Error,
+) -> String {
+    let mut tree = base.clone();
+    for (s, path) in sets {
+        if crate::sweep::path::set(&mut tree, path, &s.value).is_ok() {
+            if let Err(e) = serde_json::from_value::<T>(tree.clone()) {
+                return format!("--set {}={}: {e}", s.path, s.value);
+            }
+        }
+    }
+    format!("--set: {err}")
+}
+
 /// How an experiment is run: its seed, the platform and field overrides, and
 /// optionally a trace every point writes to.
 pub struct ExperimentCtx {
@@ -280,19 +299,18 @@ impl ExperimentCtx {
         sc.apply_platform(&name).map_err(|e| e.to_string())?;
         let mut applied = Vec::with_capacity(self.sets.len());
         if !self.sets.is_empty() {
-            let mut tree = serde_json::to_value(&sc).expect("scenarios serialize");
+            let base = serde_json::to_value(&sc).expect("scenarios serialize");
+            let mut tree = base.clone();
+            let mut reached = Vec::new();
             for s in &self.sets {
                 // Each set starts from the tree as the earlier ones left it; an absent
-                // path leaves the tree untouched (a failed `set` may have created
-                // empty tables on its way, so it works on a copy).
+                // path leaves the tree untouched (a `[*]` may have set some entries
+                // before finding one without the field, so it works on a copy).
                 let mut attempt = tree.clone();
                 match crate::sweep::path::set(&mut attempt, &s.path, &s.value) {
                     Ok(()) => {
-                        // Deserialized here, one set at a time, so a value of the wrong
-                        // type is blamed on the set that wrote it.
-                        serde_json::from_value::<Scenario>(attempt.clone())
-                            .map_err(|e| format!("--set {}={}: {e}", s.path, s.value))?;
                         tree = attempt;
+                        reached.push((s, s.path.clone()));
                         applied.push((true, None));
                     }
                     Err(SetError::Absent(why)) => applied.push((false, Some(why))),
@@ -300,7 +318,7 @@ impl ExperimentCtx {
                 }
             }
             let base_dir = sc.base_dir.take();
-            sc = serde_json::from_value(tree).map_err(|e| format!("--set: {e}"))?;
+            sc = serde_json::from_value(tree).map_err(|e| blame::<Scenario>(&base, &reached, e))?;
             sc.base_dir = base_dir;
         }
         sc.validate().map_err(|e| e.to_string())?;
@@ -340,14 +358,16 @@ impl ExperimentCtx {
     /// The cost tables of `default`'s platform (or `--platform`'s) with every
     /// `--set costs.*` applied, for experiments that do not run a scenario.
     pub fn costs(&self, default: &str) -> Result<crate::system::Costs, String> {
-        let mut tree = self.platform(default).costs_tree();
+        let base = self.platform(default).costs_tree();
+        let mut tree = base.clone();
+        let mut reached = Vec::new();
         for s in &self.sets {
             match s.path.0.split_first() {
                 Some((crate::sweep::path::Segment::Key(k), rest)) if k == "costs" => {
-                    crate::sweep::path::set(&mut tree, &FieldPath(rest.to_vec()), &s.value)
+                    let path = FieldPath(rest.to_vec());
+                    crate::sweep::path::set(&mut tree, &path, &s.value)
                         .map_err(|e| format!("--set {}: {e}", s.path))?;
-                    serde_json::from_value::<crate::system::Costs>(tree.clone())
-                        .map_err(|e| format!("--set {}={}: {e}", s.path, s.value))?;
+                    reached.push((s, path));
                 }
                 _ => {
                     return Err(format!(
@@ -357,7 +377,7 @@ impl ExperimentCtx {
                 }
             }
         }
-        serde_json::from_value(tree).map_err(|e| format!("--set: {e}"))
+        serde_json::from_value(tree).map_err(|e| blame::<crate::system::Costs>(&base, &reached, e))
     }
 
     /// Runs one point of the experiment to its end, tracing it if asked.
