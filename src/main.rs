@@ -229,10 +229,14 @@ enum Command {
         /// Run on this platform profile instead of the experiment's own (`irqsim platforms`).
         #[arg(long, value_name = "NAME")]
         platform: Option<String>,
-        /// Set one scenario field on every point, after the platform
+        /// Set one scenario field on every point that has it, after the platform
         /// (e.g. `costs.fabric.message_occupancy_ns=200`); repeatable.
         #[arg(long = "set", value_name = "FIELD=VALUE")]
         sets: Vec<String>,
+        /// Write each point's scenario (platform and sets applied) as a TOML file into
+        /// DIR and run nothing; `irqsim run DIR/FILE.toml` runs one point alone.
+        #[arg(long, value_name = "DIR")]
+        scenarios: Option<PathBuf>,
     },
     /// Set every published figure of the seeds (000-004) that an experiment reproduces
     /// beside the model's value; with --sensitivity, move each assumed or calibrated
@@ -294,13 +298,18 @@ fn main() -> ExitCode {
             plot,
             platform,
             sets,
+            scenarios,
         }) => run_experiment(
             &name,
             json,
             seed,
             &trace,
             plot.as_deref(),
-            Overrides { platform, sets },
+            Overrides {
+                platform,
+                sets,
+                scenarios,
+            },
         ),
         Some(Command::Platforms { name, json }) => platforms(name.as_deref(), json),
         Some(Command::Validate {
@@ -364,6 +373,8 @@ fn list() {
 struct Overrides {
     platform: Option<String>,
     sets: Vec<String>,
+    /// Write the points' scenarios here instead of running them.
+    scenarios: Option<PathBuf>,
 }
 
 fn platforms(name: Option<&str>, json: bool) -> Result<(), String> {
@@ -425,6 +436,9 @@ fn run_experiment(
     ctx.platform = overrides.platform;
     ctx.sets = sets;
     (info.check)(&ctx)?;
+    if let Some(dir) = &overrides.scenarios {
+        return write_scenarios(info, &ctx, dir);
+    }
     ctx.trace = trace.open()?;
     let mut out = (info.run)(&ctx);
     out.notes.extend(ctx.set_notes());
@@ -435,6 +449,35 @@ fn run_experiment(
     }
     let text = if json { out.to_json() } else { out.to_table() };
     print_stdout(&text)
+}
+
+/// Writes every point's scenario of `info`, as it would run in `ctx`, into `dir`, one
+/// numbered TOML file per point in row order, and lists them.
+fn write_scenarios(
+    info: &experiments::ExperimentInfo,
+    ctx: &ExperimentCtx,
+    dir: &Path,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut listing = String::new();
+    for (i, point) in (info.scenarios)(ctx).iter().enumerate() {
+        let sc = ctx.prepare(point)?;
+        let slug: String = sc
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let path = dir.join(format!("{i:02}-{slug}.toml"));
+        std::fs::write(&path, sc.to_toml()).map_err(|e| format!("{}: {e}", path.display()))?;
+        listing.push_str(&format!("{}\n", path.display()));
+    }
+    print_stdout(&listing)
 }
 
 fn load_scenario(arg: &str) -> Result<Scenario, ScenarioError> {

@@ -326,3 +326,49 @@ fn limits_and_unwritable_outputs_are_refused_before_any_work() {
         );
     }
 }
+
+#[test]
+fn an_experiments_points_are_written_as_scenarios_that_run_alone() {
+    let dir = std::env::temp_dir().join(format!("irqsim-cli-points-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let set = "costs.ioapic.window_read_ns=1500";
+    let out = irqsim(&[
+        "experiment",
+        "rte-cache",
+        "--set",
+        set,
+        "--scenarios",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // rte-cache: two chips x two drivers, in row order.
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    assert!(listed[0].ends_with(".toml") && listed[0].contains("00-rte-cache"));
+
+    // Each file is the point as it runs: platform, then the set.
+    let mut ctx = irqsim::experiments::ExperimentCtx::new(1);
+    ctx.sets = vec![irqsim::experiments::FieldSet::parse(set).unwrap()];
+    let points = irqsim::experiments::rte_cache::scenarios(&ctx);
+    for (file, point) in listed.iter().zip(&points) {
+        let mut loaded = irqsim::Scenario::load(std::path::Path::new(file)).unwrap();
+        loaded.base_dir = None;
+        assert_eq!(loaded, ctx.prepare(point).unwrap(), "{file}");
+        assert_eq!(loaded.costs.ioapic.window_read_ns, 1500.0);
+    }
+    // And `irqsim run` takes one.
+    let run = irqsim(&["run", &listed[2]]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -255,6 +255,23 @@ pub fn run(seed: u64) -> ExperimentOutput {
     run_with(&ExperimentCtx::new(seed))
 }
 
+/// Every point's scenario, in row order (none for overrides `check` refuses).
+pub fn scenarios(ctx: &ExperimentCtx) -> Vec<Scenario> {
+    let Ok(config) = Config::of(ctx) else {
+        return Vec::new();
+    };
+    let platform = ctx.platform(PLATFORM).name.clone();
+    points(&config)
+        .into_iter()
+        .map(|(kernel, mode, count, _)| {
+            // Named, so that preparing it starts from the same costs as `Config::of`.
+            let mut sc = point_scenario(&config, kernel, mode, count);
+            sc.platform = Some(platform.clone());
+            sc
+        })
+        .collect()
+}
+
 /// Checks `--platform` and `--set` (costs only), against every point's scenario.
 pub fn check(ctx: &ExperimentCtx) -> Result<(), String> {
     let config = Config::of(ctx)?;

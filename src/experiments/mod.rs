@@ -465,6 +465,9 @@ pub struct ExperimentInfo {
     /// Checks a context's `--platform` and `--set` against the experiment before it
     /// runs; the error names the field and what is wrong.
     pub check: fn(&ExperimentCtx) -> Result<(), String>,
+    /// Every point's scenario in row order, before the context's platform and sets
+    /// ([`ExperimentCtx::prepare`] applies them); for a context that passed `check`.
+    pub scenarios: fn(&ExperimentCtx) -> Vec<Scenario>,
 }
 
 /// Every built-in experiment.
@@ -474,66 +477,77 @@ pub const ALL: &[ExperimentInfo] = &[
         summary: "one CPU, four DSA queues: handled rate, interrupts per MSI and latency vs offered rate, posted vs remapped",
         run: posted_vs_remapped::run_with,
         check: posted_vs_remapped::check,
+        scenarios: posted_vs_remapped::scenarios,
     },
     ExperimentInfo {
         name: "pir-variants",
         summary: "every PIR-draining variant on one CPU fed by closed-loop DSA queues: IRQ rate, notifications, PID misses, xchgs",
         run: pir_variants::run_with,
         check: pir_variants::check,
+        scenarios: pir_variants::scenarios,
     },
     ExperimentInfo {
         name: "coalesce-loops",
         summary: "MAX_LOOPS 1..8 and unbounded at a moderate and a high rate: handled rate, notifications per MSI, p99",
         run: coalesce_loops::run_with,
         check: coalesce_loops::check,
+        scenarios: coalesce_loops::scenarios,
     },
     ExperimentInfo {
         name: "vmd",
         summary: "NVMe drives behind VMD, remap vs bypass, over drives x CPUs: IOPS, CPU, interrupts per I/O, p99",
         run: vmd::run_with,
         check: vmd::check,
+        scenarios: vmd::scenarios,
     },
     ExperimentInfo {
         name: "nvme-posted",
         summary: "4 NVMe drives near their IOPS ceiling, posted MSI on and off, by number of jobs",
         run: nvme_posted::run_with,
         check: nvme_posted::check,
+        scenarios: nvme_posted::scenarios,
     },
     ExperimentInfo {
         name: "nic-napi",
         summary: "one NIC RX queue with NAPI, light load to overload, interrupt throttling off and at two settings",
         run: nic_napi::run_with,
         check: nic_napi::check,
+        scenarios: nic_napi::scenarios,
     },
     ExperimentInfo {
         name: "smmu-cmdsync",
         summary: "Arm SMMUv3 on Kunpeng 920: CMD_SYNC latency and poll window, unmap rate from 1 and 16 CPUs, and UDP transmit throughput with strict-mode unmaps, MSI polling on and off",
         run: smmu_cmdsync::run_with,
         check: smmu_cmdsync::check,
+        scenarios: smmu_cmdsync::scenarios,
     },
     ExperimentInfo {
         name: "ipi-cluster",
         summary: "TLB shootdown from socket 0 to every CPU of socket 1 on Westmere-EX (4x10x2), Linux 2.6.38 and today's algorithms, x2APIC sends before and after the cluster patch: ICR writes and sender cycles",
         run: ipi_cluster::run_with,
         check: ipi_cluster::check,
+        scenarios: ipi_cluster::scenarios,
     },
     ExperimentInfo {
         name: "shootdown-under-irq",
         summary: "TLB-shootdown p50/p99 from one CPU to its socket while DSA interrupts land on the targets, posted vs remapped, by interrupt rate",
         run: shootdown_under_irq::run_with,
         check: shootdown_under_irq::check,
+        scenarios: shootdown_under_irq::scenarios,
     },
     ExperimentInfo {
         name: "rte-cache",
         summary: "mask_irq/unmask_irq cycles, read-modify-write of the RTE low word vs a shadowed low word: x86 io_apic.c (edge) and IA-64 iosapic.c (level, set_affinity, enable_irq)",
         run: rte_cache::run_with,
         check: rte_cache::check,
+        scenarios: rte_cache::scenarios,
     },
     ExperimentInfo {
         name: "ioapic-mask",
         summary: "edge interrupts while a user-space-driver-like flow keeps the pin off, by masking the entry (lost) or by the lazy disable (replayed): asserted = delivered + lost + pending",
         run: ioapic_mask::run_with,
         check: ioapic_mask::check,
+        scenarios: ioapic_mask::scenarios,
     },
 ];
 
