@@ -199,6 +199,13 @@ pub struct ExperimentCtx {
     set_uses: Mutex<Vec<SetUse>>,
 }
 
+/// Whether one `--set` reached one point's scenario.
+enum Reach {
+    Applied,
+    /// The scenario has no such field; what it has instead.
+    Absent(String),
+}
+
 /// How many points one `--set` reached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetUse {
@@ -251,10 +258,11 @@ impl ExperimentCtx {
                     e
                 }
             })?;
-            for (i, (hit, why)) in applied.into_iter().enumerate() {
-                reached[i] |= hit;
-                if let Some(why) = why.filter(|w| !absences[i].contains(w)) {
-                    absences[i].push(why);
+            for (i, reach) in applied.into_iter().enumerate() {
+                match reach {
+                    Reach::Applied => reached[i] = true,
+                    Reach::Absent(why) if !absences[i].contains(&why) => absences[i].push(why),
+                    Reach::Absent(_) => {}
                 }
             }
         }
@@ -285,11 +293,7 @@ impl ExperimentCtx {
 
     /// [`ExperimentCtx::prepare`], and for each set whether it reached the scenario
     /// (with, when it did not, what the scenario has instead).
-    #[allow(clippy::type_complexity)]
-    fn apply(
-        &self,
-        scenario: &Scenario,
-    ) -> Result<(Scenario, Vec<(bool, Option<String>)>), String> {
+    fn apply(&self, scenario: &Scenario) -> Result<(Scenario, Vec<Reach>), String> {
         let mut sc = scenario.clone();
         let name = self
             .platform
@@ -311,9 +315,9 @@ impl ExperimentCtx {
                     Ok(()) => {
                         tree = attempt;
                         reached.push((s, s.path.clone()));
-                        applied.push((true, None));
+                        applied.push(Reach::Applied);
                     }
-                    Err(SetError::Absent(why)) => applied.push((false, Some(why))),
+                    Err(SetError::Absent(why)) => applied.push(Reach::Absent(why)),
                     Err(e) => return Err(format!("--set {}: {e}", s.path)),
                 }
             }
@@ -395,11 +399,10 @@ impl ExperimentCtx {
             .unwrap_or_else(|e| panic!("{}: overrides were checked: {e}", scenario.name));
         let mut uses = self.set_uses.lock().expect("no point panicked");
         uses.resize(self.sets.len(), SetUse::default());
-        for (u, (hit, _)) in uses.iter_mut().zip(applied) {
-            if hit {
-                u.applied += 1;
-            } else {
-                u.absent += 1;
+        for (u, reach) in uses.iter_mut().zip(applied) {
+            match reach {
+                Reach::Applied => u.applied += 1,
+                Reach::Absent(_) => u.absent += 1,
             }
         }
         sc

@@ -694,7 +694,7 @@ impl System {
                 let (l, w) = arm.host.place(word);
                 let line = &mut arm.host.lines[l].line;
                 let access = access_op(line_op, w, 0);
-                line.timed_cost(agent, &access, now, &self.costs.pid_line, freq)
+                line.timed_cost_priced(agent, &access, now, &self.line_prices)
             }
         };
         self.cpus[c].time.smmu += cost;
@@ -945,12 +945,11 @@ impl System {
         let memory_path = if arm.smmu.cmdq.fetches_line() {
             let hop = self.costs.smmu_host.core_to_smmu();
             let read = LineOp::Load { word: w };
-            let at_home = arm.host.lines[l].line.timed_cost(
+            let at_home = arm.host.lines[l].line.timed_cost_priced(
                 agent,
                 &read,
                 now + hop,
-                &self.costs.pid_line,
-                self.freq,
+                &self.line_prices,
             );
             hop + at_home + hop
         } else {
@@ -1000,12 +999,11 @@ impl System {
                             value: data as u64,
                         };
                         arrive
-                            + arm.host.lines[l].line.timed_cost(
+                            + arm.host.lines[l].line.timed_cost_priced(
                                 arm.host.agent,
                                 &write,
                                 arrive,
-                                &self.costs.pid_line,
-                                self.freq,
+                                &self.line_prices,
                             )
                     }
                     None => arrive,

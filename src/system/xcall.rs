@@ -672,7 +672,7 @@ impl System {
                 csd.locked = true;
                 let lock = LineOp::Store { word: 0, value: 1 };
                 let mut d = self.freq.cycles_f64(ipi.csd_setup_cycles);
-                d += line_access(&mut csd.line, agent, lock, now, &self.costs, self.freq);
+                d += line_access(&mut csd.line, agent, lock, now, &self.line_prices);
                 let q = &mut self.xcall.queues[t as usize];
                 let was_empty = q.queued.is_empty();
                 q.queued.push(cpu);
@@ -680,7 +680,7 @@ impl System {
                     word: 0,
                     value: cpu as u64 + 1,
                 };
-                d += line_access(&mut q.line, agent, add, now + d, &self.costs, self.freq);
+                d += line_access(&mut q.line, agent, add, now + d, &self.line_prices);
                 Issued::Busy(d, was_empty as u64)
             }
             IpiOp::WaitCsd(target) => {
@@ -689,7 +689,7 @@ impl System {
                     return Issued::Busy(Duration::ZERO, 0);
                 };
                 let poll = LineOp::Load { word: 0 };
-                let d = line_access(&mut csd.line, agent, poll, now, &self.costs, self.freq);
+                let d = line_access(&mut csd.line, agent, poll, now, &self.line_prices);
                 if csd.locked {
                     csd.spinner = true;
                     Issued::Spin(t)
@@ -735,7 +735,7 @@ impl System {
                 let q = &mut self.xcall.queues[c];
                 q.taken = std::mem::take(&mut q.queued);
                 let del = LineOp::Xchg { word: 0, value: 0 };
-                let d = line_access(&mut q.line, agent, del, now, &self.costs, self.freq);
+                let d = line_access(&mut q.line, agent, del, now, &self.line_prices);
                 Issued::Busy(d, q.taken.len() as u64)
             }
             IpiOp::RunCsdFunc(i) => {
@@ -744,14 +744,14 @@ impl System {
                 self.cpus[c].funcs_run += 1;
                 let csd = self.xcall.csds.get_mut(&(sender, cpu)).expect("queued");
                 let read = LineOp::Load { word: 1 };
-                let d = line_access(&mut csd.line, agent, read, now, &self.costs, self.freq);
+                let d = line_access(&mut csd.line, agent, read, now, &self.line_prices);
                 Issued::Busy(d + self.freq.cycles_f64(ipi.func_cycles), 0)
             }
             IpiOp::UnlockCsd(i) => {
                 let sender = self.xcall.queues[c].taken[i];
                 let csd = self.xcall.csds.get_mut(&(sender, cpu)).expect("queued");
                 let unlock = LineOp::Store { word: 0, value: 0 };
-                let d = line_access(&mut csd.line, agent, unlock, now, &self.costs, self.freq);
+                let d = line_access(&mut csd.line, agent, unlock, now, &self.line_prices);
                 Issued::Busy(d, 0)
             }
         }
@@ -774,7 +774,7 @@ impl System {
         let s = sender as usize;
         let agent = self.cpus[s].agent;
         let poll = LineOp::Load { word: 0 };
-        let seen = now + line_access(&mut csd.line, agent, poll, now, &self.costs, self.freq);
+        let seen = now + line_access(&mut csd.line, agent, poll, now, &self.line_prices);
         let task = self.cpus[s].task.as_mut().expect("a spinner has a task");
         let (target, since) = task.spin.take().expect("spinning");
         debug_assert_eq!(target, cpu);
@@ -938,10 +938,9 @@ pub(super) fn line_access(
     agent: Agent,
     op: LineOp,
     now: SimTime,
-    costs: &super::Costs,
-    freq: sim_core::Freq,
+    prices: &pid_model::PricedLineCosts,
 ) -> Duration {
-    let d = line.timed_cost(agent, &op, now, &costs.pid_line, freq);
+    let d = line.timed_cost_priced(agent, &op, now, prices);
     let _ = line.perform(agent, op);
     d
 }

@@ -64,9 +64,9 @@ impl System {
     /// Issues one of the `flush_state` operations of `cpu` at `now`.
     pub(super) fn issue_flush_op(&mut self, now: SimTime, cpu: u32, op: IpiOp) -> Issued {
         let agent = self.cpus[cpu as usize].agent;
-        let (costs, freq) = (self.costs.clone(), self.freq);
+        let prices = self.line_prices.clone();
         let access = |f: &mut FlushState, op: LineOp, at: SimTime| {
-            line_access(&mut f.line, agent, op, at, &costs, freq)
+            line_access(&mut f.line, agent, op, at, &prices)
         };
         match op {
             IpiOp::FlushStateLock(slot) => {
