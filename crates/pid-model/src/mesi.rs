@@ -559,9 +559,14 @@ impl<D: LineData> Line<D> {
     /// The kind of access `op` by `agent` would be in the current state. Both
     /// [`Self::cost`] and [`Self::perform`] use this, so they always agree.
     pub fn classify(&self, agent: Agent, op: &LineOp) -> AccessKind {
+        self.classify_from(agent, self.state(agent), op)
+    }
+
+    /// [`Self::classify`] given `agent`'s current state `from`.
+    fn classify_from(&self, agent: Agent, from: Mesi, op: &LineOp) -> AccessKind {
         let own = op.needs_ownership();
         let sock = agent.socket();
-        match (self.state(agent), own) {
+        match (from, own) {
             (Mesi::M | Mesi::E, _) | (Mesi::S, false) => return AccessKind::L1Hit,
             (Mesi::S, true) => {
                 let far = self
@@ -682,9 +687,12 @@ impl<D: LineData> Line<D> {
         if let Err(e) = self.validate_op(agent, &op) {
             panic!("Line::perform: {e}");
         }
-        let kind = self.classify(agent, &op);
         let from = self.state(agent);
+        let kind = self.classify_from(agent, from, &op);
         let own = op.needs_ownership();
+        // The requester's counters and transitions, found once (both lists are kept
+        // in the same order of first touch).
+        let me = self.stats_slot(agent);
 
         let mut got_modified = false;
         let mut invalidated = false;
@@ -700,21 +708,22 @@ impl<D: LineData> Line<D> {
                 got_modified |= s == Mesi::M;
                 invalidated = true;
                 self.holders.swap_remove(i);
-                self.transitions_mut(a).record(s, Mesi::I);
-                self.counters_mut(a).invalidations_received += 1;
+                let other = self.stats_slot(a);
+                self.transitions[other].1.record(s, Mesi::I);
+                self.counters[other].1.invalidations_received += 1;
             }
             if agent.is_uncached() {
                 // Ownership, the update, then the write-back into the home LLC; the
                 // IOMMU or DMA master keeps no copy, and every other copy went to I
                 // above.
                 debug_assert!(self.holders.is_empty());
-                let t = self.transitions_mut(agent);
+                let t = &mut self.transitions[me].1;
                 t.record(Mesi::I, Mesi::M);
                 t.record(Mesi::M, Mesi::I);
                 Mesi::I
             } else {
                 self.set_holder(agent, Mesi::M);
-                self.transitions_mut(agent).record(from, Mesi::M);
+                self.transitions[me].1.record(from, Mesi::M);
                 Mesi::M
             }
         } else if from == Mesi::I {
@@ -727,22 +736,23 @@ impl<D: LineData> Line<D> {
                 if s.is_owned() {
                     got_modified |= s == Mesi::M;
                     self.holders[idx].1 = Mesi::S;
-                    self.transitions_mut(a).record(s, Mesi::S);
+                    let other = self.stats_slot(a);
+                    self.transitions[other].1.record(s, Mesi::S);
                 }
             }
             if agent.is_dma() {
                 // A DMA read snoops the data out (an owner keeps a shared copy, as
                 // above) and caches nothing.
-                self.transitions_mut(agent).record(Mesi::I, Mesi::I);
+                self.transitions[me].1.record(Mesi::I, Mesi::I);
                 Mesi::I
             } else {
                 let to = if shared { Mesi::S } else { Mesi::E };
-                self.set_holder(agent, to);
-                self.transitions_mut(agent).record(Mesi::I, to);
+                self.holders.push((agent, to));
+                self.transitions[me].1.record(Mesi::I, to);
                 to
             }
         } else {
-            self.transitions_mut(agent).record(from, from);
+            self.transitions[me].1.record(from, from);
             from
         };
         debug_assert!(!invalidated || own);
@@ -750,7 +760,7 @@ impl<D: LineData> Line<D> {
 
         let value = self.apply_data(op);
 
-        let c = self.counters_mut(agent);
+        let c = &mut self.counters[me].1;
         if op.class() == OpClass::Load {
             c.loads += 1;
         } else {
@@ -794,9 +804,10 @@ impl<D: LineData> Line<D> {
         self.validate_op(agent, &op)?;
         let kind = self.classify(agent, &op);
         let got_modified = self.holders.iter().any(|(_, s)| *s == Mesi::M);
-        self.transitions_mut(agent).record(Mesi::I, Mesi::I);
+        let me = self.stats_slot(agent);
+        self.transitions[me].1.record(Mesi::I, Mesi::I);
         let value = self.apply_data(op);
-        let c = self.counters_mut(agent);
+        let c = &mut self.counters[me].1;
         c.loads += 1;
         c.l1_misses += 1;
         if got_modified {
@@ -853,33 +864,25 @@ impl<D: LineData> Line<D> {
         }
     }
 
-    fn counters_mut(&mut self, agent: Agent) -> &mut AgentCounters {
-        let idx = match self.counters.iter().position(|(a, _)| *a == agent) {
+    /// Where `agent`'s counters and transition counts sit (the same index in both
+    /// lists), adding zeroed ones on its first touch.
+    fn stats_slot(&mut self, agent: Agent) -> usize {
+        match self.counters.iter().position(|(a, _)| *a == agent) {
             Some(i) => i,
             None => {
                 self.counters.push((agent, AgentCounters::default()));
+                self.transitions.push((agent, TransitionCounts::default()));
                 self.counters.len() - 1
             }
-        };
-        &mut self.counters[idx].1
-    }
-
-    fn transitions_mut(&mut self, agent: Agent) -> &mut TransitionCounts {
-        let idx = match self.transitions.iter().position(|(a, _)| *a == agent) {
-            Some(i) => i,
-            None => {
-                self.transitions.push((agent, TransitionCounts::default()));
-                self.transitions.len() - 1
-            }
-        };
-        &mut self.transitions[idx].1
+        }
     }
 
     /// Coherence invariants that must hold between operations:
     /// - no holder is recorded in I, and each agent is listed at most once;
     /// - at most one agent holds the line in M or E, and then nobody else holds it;
     /// - the IOMMU and DMA masters never hold the line;
-    /// - one CPU is never named with two different sockets.
+    /// - one CPU is never named with two different sockets;
+    /// - counters and transition counts list the same agents in the same order.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut owners = 0;
         for (i, (a, s)) in self.holders.iter().enumerate() {
@@ -901,6 +904,15 @@ impl<D: LineData> Line<D> {
                 "an M/E copy coexists with other copies: {:?}",
                 self.holders
             ));
+        }
+        if self.counters.len() != self.transitions.len()
+            || self
+                .counters
+                .iter()
+                .zip(&self.transitions)
+                .any(|((a, _), (b, _))| a != b)
+        {
+            return Err("counters and transition counts name different agents".into());
         }
         for (i, (a, _)) in self.counters.iter().enumerate() {
             if let Agent::Core { cpu, socket } = a {
