@@ -7,9 +7,9 @@
 //! work, and the wake-ups the devices ask for.
 
 use devices::{
-    cpu_to_queue, irq_create_affinity_masks, Affinity, ArrivalSpec, ChildClass, ChildIrq, CqEntry,
-    IrqAffinity, NapiConfig, NicConfig, NicEffect, NicQueue, NodeCpus, NvmeConfig, NvmeDrive,
-    NvmeSubmitOutcome, NvmeWrite, VectorMatrix, VmdConfig, VmdDomain, VmdMode, VmdRoute,
+    cpu_to_queue, Affinity, ArrivalSpec, ChildClass, ChildIrq, CqEntry, NapiConfig, NicConfig,
+    NicEffect, NicQueue, NodeCpus, NvmeConfig, NvmeDrive, NvmeSubmitOutcome, NvmeWrite, SpreadMemo,
+    VectorMatrix, VmdConfig, VmdDomain, VmdMode, VmdRoute,
 };
 use hdrhistogram::Histogram;
 use rand_chacha::ChaCha8Rng;
@@ -238,6 +238,9 @@ pub(super) struct Io {
     pub nic_effects: Vec<NicEffect>,
     pub cq: Vec<CqEntry>,
     pub arrivals: Vec<SimTime>,
+    /// (CPU, job) of each job an NVMe interrupt's reaping wakes: a buffer kept across
+    /// interrupts, like `cq`, so reaping allocates nothing.
+    pub woken_jobs: Vec<(u32, u32)>,
 }
 
 /// A latency histogram that grows to the largest value it has seen instead of being
@@ -267,7 +270,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         let f = format!("nvme[{i}]");
         d.drive.validate(&format!("{f}.drive"))?;
         d.affinity
-            .resolve(d.drive.queues, &node, &format!("{f}.affinity"))?;
+            .check(d.drive.queues, &node, &format!("{f}.affinity"))?;
         if let Some(v) = d.vmd {
             if v as usize >= sc.vmd.len() {
                 return Err(ScenarioError::invalid(
@@ -338,7 +341,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             tx.validate(&format!("{f}.tx"))?;
         }
         n.affinity
-            .resolve(n.queues, &node, &format!("{f}.affinity"))?;
+            .check(n.queues, &node, &format!("{f}.affinity"))?;
         if let Some(c) = n.handler_cycles {
             super::costs::check_non_negative(&format!("{f}.handler_cycles"), c)?;
         }
@@ -379,6 +382,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     let sc = b.sc;
     let ncpus = sc.cpus.count;
     let node = NodeCpus::flat(ncpus);
+    let mut spreads = SpreadMemo::new(&node);
     let mut io = Io::default();
     let name_or = |name: &str, kind: &str, i: usize| {
         if name.is_empty() {
@@ -411,9 +415,9 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     let mut children_per_vmd = vec![0u32; sc.vmd.len()];
     for (i, d) in sc.nvme.iter().enumerate() {
         let name = name_or(&d.name, "nvme", i);
-        let targets = d
-            .affinity
-            .resolve(d.drive.queues, &node, &format!("nvme[{i}].affinity"))?;
+        let targets =
+            d.affinity
+                .resolve_in(d.drive.queues, &mut spreads, &format!("nvme[{i}].affinity"))?;
         let mut vmd = None;
         let mut queue_source = Vec::with_capacity(targets.len());
         let remapped_by_vmd = match d.vmd {
@@ -508,7 +512,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     let queue_maps: Vec<Vec<u16>> = sc
         .nvme
         .iter()
-        .map(|d| queue_map(&d.affinity, d.drive.queues, &node))
+        .map(|d| queue_map(&d.affinity, d.drive.queues, &mut spreads))
         .collect();
     for (i, j) in sc.jobs.iter().enumerate() {
         let queue = queue_maps[j.drive as usize][j.cpu as usize];
@@ -523,9 +527,9 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     }
     for (i, n) in sc.nics.iter().enumerate() {
         let name = name_or(&n.name, "nic", i);
-        let targets = n
-            .affinity
-            .resolve(n.queues, &node, &format!("nics[{i}].affinity"))?;
+        let targets =
+            n.affinity
+                .resolve_in(n.queues, &mut spreads, &format!("nics[{i}].affinity"))?;
         let mut queues = Vec::with_capacity(targets.len());
         for (q, cpu) in targets.iter().enumerate() {
             let rx = match &n.rx {
@@ -571,19 +575,16 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
 
 /// For each CPU, the I/O queue blk-mq maps it to (`blk_mq_pci_map_queues` over the
 /// managed masks; with explicit affinity, the first queue aimed at the CPU).
-fn queue_map(affinity: &Affinity, queues: u32, node: &NodeCpus) -> Vec<u16> {
+fn queue_map(affinity: &Affinity, queues: u32, spreads: &mut SpreadMemo) -> Vec<u16> {
     let fallback = |cpu: u32| (cpu % queues) as u16;
+    let ncpus = spreads.node().len();
     match affinity {
-        Affinity::Managed {} => {
-            let masks = irq_create_affinity_masks(queues, &IrqAffinity::default(), node)
-                .expect("one set always adds up");
-            cpu_to_queue(&masks, node.len())
-                .into_iter()
-                .enumerate()
-                .map(|(c, q)| q.unwrap_or(fallback(c as u32)))
-                .collect()
-        }
-        Affinity::Explicit { cpus } => (0..node.len())
+        Affinity::Managed {} => cpu_to_queue(spreads.masks(queues), ncpus)
+            .into_iter()
+            .enumerate()
+            .map(|(c, q)| q.unwrap_or(fallback(c as u32)))
+            .collect(),
+        Affinity::Explicit { cpus } => (0..ncpus)
             .map(|c| {
                 cpus.iter()
                     .position(|t| *t == c)
@@ -867,7 +868,8 @@ impl System {
     /// from its CPU), and returns the cycles spent.
     fn nvme_irq(&mut self, now: SimTime, drive: u16, queue: u16) -> f64 {
         let reap_cycles = self.costs.nvme_host.reap_entry_cycles;
-        let mut wake_jobs = Vec::new();
+        let mut wake_jobs = std::mem::take(&mut self.io.woken_jobs);
+        wake_jobs.clear();
         let mut cq = std::mem::take(&mut self.io.cq);
         cq.clear();
         let rt = &mut self.io.nvme[drive as usize];
@@ -886,9 +888,10 @@ impl System {
             wake_jobs.push((j.cpu, job));
         }
         self.io.cq = cq;
-        for (cpu, job) in wake_jobs {
+        for &(cpu, job) in &wake_jobs {
             self.push_deferred(now, cpu, Deferred::NvmeSubmit { job });
         }
+        self.io.woken_jobs = wake_jobs;
         // Reaping moves the CQ head: the drive may now post entries it held back.
         self.reschedule(now, IoDev::Nvme(drive));
         cycles

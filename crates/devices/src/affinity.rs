@@ -305,6 +305,52 @@ impl Default for Affinity {
     }
 }
 
+/// Managed spreads of one node, worked out once per queue count: a system of many
+/// identical devices (hundreds of drives of 64 queues in a large scenario) spreads each
+/// queue count once instead of once per device, and once instead of again for its
+/// blk-mq map.
+#[derive(Debug)]
+pub struct SpreadMemo<'a> {
+    node: &'a NodeCpus,
+    spreads: std::collections::BTreeMap<u32, (Vec<AffinityMask>, Vec<CpuId>)>,
+}
+
+impl<'a> SpreadMemo<'a> {
+    /// An empty memo for `node`.
+    pub fn new(node: &'a NodeCpus) -> Self {
+        SpreadMemo {
+            node,
+            spreads: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// The node the spreads are for.
+    pub fn node(&self) -> &'a NodeCpus {
+        self.node
+    }
+
+    fn spread(&mut self, nqueues: u32) -> &(Vec<AffinityMask>, Vec<CpuId>) {
+        let node = self.node;
+        self.spreads.entry(nqueues).or_insert_with(|| {
+            let masks = irq_create_affinity_masks(nqueues, &IrqAffinity::default(), node)
+                .expect("one set always adds up");
+            let targets = VectorMatrix::new(node.len()).place(&masks);
+            (masks, targets)
+        })
+    }
+
+    /// The managed masks of `nqueues` queue interrupts (as [`irq_create_affinity_masks`]
+    /// with no pre/post vectors).
+    pub fn masks(&mut self, nqueues: u32) -> &[AffinityMask] {
+        &self.spread(nqueues).0
+    }
+
+    /// Their target CPUs on a fresh matrix (as [`spread_queues`]).
+    pub fn targets(&mut self, nqueues: u32) -> &[CpuId] {
+        &self.spread(nqueues).1
+    }
+}
+
 impl Affinity {
     /// Target CPU per queue on a fresh matrix; errors name `field`.
     pub fn resolve(
@@ -313,8 +359,28 @@ impl Affinity {
         node: &NodeCpus,
         field: &str,
     ) -> Result<Vec<CpuId>, DeviceError> {
+        self.resolve_in(nqueues, &mut SpreadMemo::new(node), field)
+    }
+
+    /// Checks the affinity against `nqueues` queues on `node` without spreading a
+    /// managed one (which always succeeds); errors as [`Self::resolve`]'s.
+    pub fn check(&self, nqueues: u32, node: &NodeCpus, field: &str) -> Result<(), DeviceError> {
         match self {
-            Affinity::Managed {} => Ok(spread_queues(nqueues, node)),
+            Affinity::Managed {} => Ok(()),
+            Affinity::Explicit { .. } => self.resolve(nqueues, node, field).map(drop),
+        }
+    }
+
+    /// [`Self::resolve`] taking a managed spread from `memo`.
+    pub fn resolve_in(
+        &self,
+        nqueues: u32,
+        memo: &mut SpreadMemo,
+        field: &str,
+    ) -> Result<Vec<CpuId>, DeviceError> {
+        let node = memo.node();
+        match self {
+            Affinity::Managed {} => Ok(memo.targets(nqueues).to_vec()),
             Affinity::Explicit { cpus } => {
                 if cpus.len() != nqueues as usize {
                     return Err(DeviceError::InvalidParameter {

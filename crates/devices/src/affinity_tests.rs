@@ -284,3 +284,50 @@ fn node_cpus_is_empty_only_without_cpus() {
     assert!(NodeCpus::flat(0).is_empty());
     assert_eq!(NodeCpus::flat(3).len(), 3);
 }
+
+#[test]
+fn a_memo_spreads_each_queue_count_as_a_fresh_spread_would() {
+    let node = NodeCpus::flat(24);
+    let mut memo = SpreadMemo::new(&node);
+    // Asked twice, and interleaved with other counts, each answer is the fresh one.
+    for nqueues in [4, 24, 7, 4, 31, 7, 24] {
+        let fresh = irq_create_affinity_masks(nqueues, &IrqAffinity::default(), &node).unwrap();
+        assert_eq!(memo.masks(nqueues), &fresh[..], "masks of {nqueues} queues");
+        assert_eq!(
+            memo.targets(nqueues),
+            &spread_queues(nqueues, &node)[..],
+            "targets of {nqueues} queues"
+        );
+        assert_eq!(
+            Affinity::Managed {}
+                .resolve_in(nqueues, &mut memo, "d")
+                .unwrap(),
+            spread_queues(nqueues, &node)
+        );
+    }
+}
+
+#[test]
+fn checking_an_affinity_rejects_what_resolving_it_rejects() {
+    let node = NodeCpus::flat(4);
+    let cases = [
+        (Affinity::Managed {}, 3),
+        (Affinity::Explicit { cpus: vec![0, 3] }, 2),
+        (Affinity::Explicit { cpus: vec![0, 1] }, 3),
+        (Affinity::Explicit { cpus: vec![0, 4] }, 2),
+    ];
+    for (affinity, nqueues) in cases {
+        assert_eq!(
+            affinity.check(nqueues, &node, "nvme[0].affinity"),
+            affinity
+                .resolve(nqueues, &node, "nvme[0].affinity")
+                .map(drop),
+            "{affinity:?} with {nqueues} queues"
+        );
+    }
+    assert!(Affinity::Explicit { cpus: vec![0, 4] }
+        .check(2, &node, "nvme[0].affinity")
+        .unwrap_err()
+        .to_string()
+        .contains("nvme[0].affinity.cpus[1]"));
+}

@@ -99,7 +99,7 @@ pub mod vmd;
 
 pub use affinity::{
     cpu_to_queue, group_cpus_evenly, irq_create_affinity_masks, spread_queues, Affinity,
-    AffinityMask, IrqAffinity, NodeCpus, VectorMatrix,
+    AffinityMask, IrqAffinity, NodeCpus, SpreadMemo, VectorMatrix,
 };
 pub use arrival::{ArrivalGenerator, ArrivalProcess, ArrivalSpec, Spacing};
 pub use dist::Dist;
