@@ -175,6 +175,16 @@ impl SmmuHostCosts {
         Duration::from_ns_f64(self.compute_die_hop_ns + self.die_to_die_ns + self.io_die_hop_ns)
     }
 
+    /// One way between the SMMU and the edge of a compute die. A DMA access to a line
+    /// takes this path on each side of the line model's price for it, which, priced
+    /// from a core's point of view, already holds the legs on the compute die: the
+    /// request reaching the home agent and the data or acknowledgement leaving it (a
+    /// core-to-core transfer is three such legs, a DRAM read runs core to home and
+    /// back). With [`Self::core_to_smmu`] on each side those legs would count twice.
+    pub fn smmu_to_compute_die(&self) -> Duration {
+        Duration::from_ns_f64(self.die_to_die_ns + self.io_die_hop_ns)
+    }
+
     /// From the PROD write leaving the core until the SMMU's register holds it.
     pub fn prod_write_flight(&self) -> Duration {
         self.core_to_smmu() + Duration::from_ns_f64(self.smmu_register_ns)
@@ -205,6 +215,10 @@ mod tests {
             ..SmmuHostCosts::default()
         };
         assert_eq!(k.core_to_smmu(), Duration::from_ns(35));
+        assert_eq!(
+            k.smmu_to_compute_die() + Duration::from_ns_f64(k.compute_die_hop_ns),
+            k.core_to_smmu()
+        );
         assert_eq!(k.prod_write_flight(), Duration::from_ns(42));
         assert_eq!(k.cons_read(), Duration::from_ns(77));
         assert!(k.cons_read_sample() < k.cons_read());

@@ -940,10 +940,11 @@ impl System {
         let cons = arm.smmu.cmdq.cons();
         let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(cons));
         let agent = arm.host.agent;
-        // A line fetch is a coherent read at the line's home: there and back, plus the
-        // line model's price of the read (a snoop of the core that wrote the command).
+        // A line fetch is a coherent read at the line's home: to the compute die and
+        // back, plus the line model's price of the read there (a snoop of the core
+        // that wrote the command), whose legs on the die that price already holds.
         let memory_path = if arm.smmu.cmdq.fetches_line() {
-            let hop = self.costs.smmu_host.core_to_smmu();
+            let hop = self.costs.smmu_host.smmu_to_compute_die();
             let read = LineOp::Load { word: w };
             let at_home = arm.host.lines[l].line.timed_cost_priced(
                 agent,
@@ -988,30 +989,32 @@ impl System {
                 ..
             }) => {
                 // The write travels to the line's home, which invalidates every
-                // cached copy (the line model's price of the write) before it is
-                // visible.
-                let arrive = visible_at + self.costs.smmu_host.core_to_smmu();
-                let at = match arm.smmu.cmdq.slot_at(addr) {
+                // cached copy (the line model's price of the write, holding its legs
+                // on the compute die) before it is visible.
+                let k = &self.costs.smmu_host;
+                let (at, home_to_smmu) = match arm.smmu.cmdq.slot_at(addr) {
                     Some(slot) => {
+                        let arrive = visible_at + k.smmu_to_compute_die();
                         let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(slot));
                         let write = LineOp::Store {
                             word: w,
                             value: data as u64,
                         };
-                        arrive
+                        let written = arrive
                             + arm.host.lines[l].line.timed_cost_priced(
                                 arm.host.agent,
                                 &write,
                                 arrive,
                                 &self.line_prices,
-                            )
+                            );
+                        (written, k.smmu_to_compute_die())
                     }
-                    None => arrive,
+                    None => (visible_at + k.core_to_smmu(), k.core_to_smmu()),
                 };
                 self.queue
                     .schedule(at, Priority::IOMMU, Event::SmmuMsiVisible { addr, data });
                 // The home agent's completion response travels back to the SMMU.
-                let acked = at + self.costs.smmu_host.core_to_smmu();
+                let acked = at + home_to_smmu;
                 arm.smmu.cmdq.msi_write_acknowledged_at(acked);
                 if self.costs.smmu_host.msi_completion == MsiCompletion::Acknowledged {
                     arm.smmu.cmdq.hold_until(acked);
