@@ -992,9 +992,10 @@ impl System {
                 // cached copy (the line model's price of the write, holding its legs
                 // on the compute die) before it is visible.
                 let k = &self.costs.smmu_host;
+                let edge = k.smmu_to_compute_die();
                 let (at, home_to_smmu) = match arm.smmu.cmdq.slot_at(addr) {
                     Some(slot) => {
-                        let arrive = visible_at + k.smmu_to_compute_die();
+                        let arrive = visible_at + edge;
                         let (l, w) = arm.host.slot_place(arm.smmu.cmdq.geometry().idx(slot));
                         let write = LineOp::Store {
                             word: w,
@@ -1007,7 +1008,7 @@ impl System {
                                 arrive,
                                 &self.line_prices,
                             );
-                        (written, k.smmu_to_compute_die())
+                        (written, edge)
                     }
                     None => (visible_at + k.core_to_smmu(), k.core_to_smmu()),
                 };

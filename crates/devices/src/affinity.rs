@@ -283,9 +283,7 @@ pub fn cpu_to_queue(queue_masks: &[AffinityMask], ncpus: u32) -> Vec<Option<u16>
 /// pre/post vectors, placed on a fresh matrix. For several devices, or NVMe's admin
 /// vector, use [`irq_create_affinity_masks`] and a shared [`VectorMatrix`].
 pub fn spread_queues(nqueues: u32, node: &NodeCpus) -> Vec<CpuId> {
-    let masks = irq_create_affinity_masks(nqueues, &IrqAffinity::default(), node)
-        .expect("one set always adds up");
-    VectorMatrix::new(node.len()).place(&masks)
+    SpreadMemo::new(node).targets(nqueues).to_vec()
 }
 
 /// How a scenario chooses the CPUs of a device's queue interrupts.
