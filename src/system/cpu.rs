@@ -347,25 +347,41 @@ impl CpuOpCounts {
 }
 
 /// One simulated CPU: its interrupt hardware, its state and its counters.
+///
+/// `repr(C)` keeps the declaration order: what almost every event reads (the state,
+/// the algorithm and its operation in flight, the APIC, the tasks) comes first and
+/// shares a few cache lines; counters and what is rarely read come last, and the two
+/// big tables read once per handler call or only on Arm sit behind pointers. A large
+/// machine has a thousand of these, and a CPU's hot fields spread over a 3 KiB struct
+/// were a cache miss each.
+#[repr(C)]
 pub struct Cpu {
-    /// This CPU's local x2APIC.
-    pub apic: LocalApic,
-    /// This CPU's posted-interrupt descriptor and the MESI state of its line.
-    pub pid: PidLine,
-    /// This CPU's identity among the agents sharing descriptor lines.
-    pub agent: Agent,
     /// What the CPU is doing now.
     pub state: CpuState,
+    /// When the activity in progress (if any) ends.
+    pub activity_end: sim_core::SimTime,
+    /// The operation of `coroutine` whose completion the CPU is waiting for.
+    pub op_in_flight: Option<OpInFlight>,
     /// The interrupt-context algorithm in progress, from interrupt entry until it
     /// returns.
     pub coroutine: Option<Algorithm>,
-    /// The operation of `coroutine` whose completion the CPU is waiting for.
-    pub op_in_flight: Option<OpInFlight>,
+    /// Linux's per-CPU `posted_msi_handler_active`: set while the posted-MSI
+    /// notification handler runs (read by the posted chip's ack, see
+    /// `kernel::retrigger`).
+    pub posted_handler_active: bool,
+    /// This CPU's identity among the agents sharing descriptor lines.
+    pub agent: Agent,
+    /// This CPU's local x2APIC.
+    pub apic: LocalApic,
     /// Thread-context work in progress, suspended while the CPU is in an interrupt
     /// or runs `softirq`.
     pub task: Option<Task>,
     /// Softirq-context work in progress (a TX-completion poll); it runs before `task`.
     pub softirq: Option<Task>,
+    /// Deferred work waiting for the CPU, oldest first.
+    pub deferred: std::collections::VecDeque<Deferred>,
+    /// This CPU's posted-interrupt descriptor and the MESI state of its line.
+    pub pid: PidLine,
     /// Busy time by category.
     pub time: CpuTime,
     /// Interrupts acknowledged from the local APIC.
@@ -376,20 +392,12 @@ pub struct Cpu {
     pub ops: CpuOpCounts,
     /// Cross-called functions this CPU ran.
     pub funcs_run: u64,
-    /// Which handler is registered on each vector of this CPU.
-    handler_of_vector: [HandlerRef; 256],
-    /// Deferred work waiting for the CPU, oldest first.
-    pub deferred: std::collections::VecDeque<Deferred>,
-    /// When the activity in progress (if any) ends.
-    pub activity_end: sim_core::SimTime,
-    /// The GICv3 redistributor, on Arm systems (then `apic` is unused).
-    pub gic: Option<apic_sim::gic::Redistributor>,
     /// LPIs acknowledged and not yet EOI'd, innermost last.
     pub gic_active: Vec<u32>,
-    /// Linux's per-CPU `posted_msi_handler_active`: set while the posted-MSI
-    /// notification handler runs (read by the posted chip's ack, see
-    /// `kernel::retrigger`).
-    pub posted_handler_active: bool,
+    /// The GICv3 redistributor, on Arm systems (then `apic` is unused).
+    pub gic: Option<Box<apic_sim::gic::Redistributor>>,
+    /// Which handler is registered on each vector of this CPU (2 KiB).
+    handler_of_vector: Box<[HandlerRef; 256]>,
 }
 
 impl Cpu {
@@ -409,7 +417,7 @@ impl Cpu {
             handler_calls: 0,
             ops: CpuOpCounts::default(),
             funcs_run: 0,
-            handler_of_vector: [HandlerRef::None; 256],
+            handler_of_vector: Box::new([HandlerRef::None; 256]),
             deferred: std::collections::VecDeque::new(),
             activity_end: sim_core::SimTime::ZERO,
             gic: None,

@@ -373,7 +373,7 @@ impl System {
             for (c, cpu) in cpus.iter_mut().enumerate() {
                 let mut rd = apic_sim::gic::Redistributor::new(sim_core::CpuId(c as u32));
                 rd.set_enable_lpis(true);
-                cpu.gic = Some(rd);
+                cpu.gic = Some(Box::new(rd));
             }
         }
         let fabric = InterruptMessageFabric::new(&costs.fabric)
