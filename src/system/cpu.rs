@@ -350,10 +350,10 @@ impl CpuOpCounts {
 ///
 /// `repr(C)` keeps the declaration order: what almost every event reads (the state,
 /// the algorithm and its operation in flight, the APIC, the tasks) comes first and
-/// shares a few cache lines; counters and what is rarely read come last, and the two
-/// big tables read once per handler call or only on Arm sit behind pointers. A large
-/// machine has a thousand of these, and a CPU's hot fields spread over a 3 KiB struct
-/// were a cache miss each.
+/// shares a few cache lines; counters and what is rarely read come last, and the
+/// vector-to-handler table (read once per handler call) and the GIC redistributor
+/// (Arm only) sit behind pointers. A large machine has a thousand of these, and with
+/// the hot fields spread over a 3 KiB struct an event touched more of its lines.
 #[repr(C)]
 pub struct Cpu {
     /// What the CPU is doing now.
