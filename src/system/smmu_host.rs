@@ -1010,7 +1010,10 @@ impl System {
                             );
                         (written, edge)
                     }
-                    None => (visible_at + k.core_to_smmu(), k.core_to_smmu()),
+                    None => {
+                        let whole_path = k.core_to_smmu();
+                        (visible_at + whole_path, whole_path)
+                    }
                 };
                 self.queue
                     .schedule(at, Priority::IOMMU, Event::SmmuMsiVisible { addr, data });

@@ -291,19 +291,23 @@ fn a_memo_spreads_each_queue_count_as_a_fresh_spread_would() {
     let mut memo = SpreadMemo::new(&node);
     // Asked twice, and interleaved with other counts, each answer is the fresh one.
     for nqueues in [4, 24, 7, 4, 31, 7, 24] {
+        // Worked out here from the two steps, not through `spread_queues`, which now
+        // takes its answer from a memo itself.
         let fresh = irq_create_affinity_masks(nqueues, &IrqAffinity::default(), &node).unwrap();
+        let placed = VectorMatrix::new(node.len()).place(&fresh);
         assert_eq!(memo.masks(nqueues), &fresh[..], "masks of {nqueues} queues");
         assert_eq!(
             memo.targets(nqueues),
-            &spread_queues(nqueues, &node)[..],
+            &placed[..],
             "targets of {nqueues} queues"
         );
         assert_eq!(
             Affinity::Managed {}
                 .resolve_in(nqueues, &mut memo, "d")
                 .unwrap(),
-            spread_queues(nqueues, &node)
+            placed
         );
+        assert_eq!(spread_queues(nqueues, &node), placed);
     }
 }
 
