@@ -183,9 +183,11 @@ pub struct Task {
 }
 
 impl Task {
-    /// A task of `kind` running `co`, started at `now`.
-    pub fn new(co: TaskCo, kind: TaskKind, now: SimTime) -> Task {
-        Task {
+    /// A task of `kind` running `co`, started at `now`, on the heap: a CPU keeps
+    /// only a pointer to it, so a CPU without one (most CPUs of a large machine)
+    /// pays no cache lines for it when an interrupt checks whether it may be taken.
+    pub fn new(co: TaskCo, kind: TaskKind, now: SimTime) -> Box<Task> {
+        Box::new(Task {
             co,
             kind,
             started: now,
@@ -196,7 +198,7 @@ impl Task {
             wait: None,
             irq_off: 0,
             issue_start: None,
-        }
+        })
     }
 
     /// The shootdown load whose call this is, if it is one.
@@ -349,10 +351,10 @@ impl CpuOpCounts {
 /// One simulated CPU: its interrupt hardware, its state and its counters.
 ///
 /// `repr(C)` keeps the declaration order: what almost every event reads (the state,
-/// the algorithm and its operation in flight, the APIC, the tasks) comes first and
-/// shares a few cache lines; counters and what is rarely read come last, and the
-/// vector-to-handler table (read once per handler call) and the GIC redistributor
-/// (Arm only) sit behind pointers. A large machine has a thousand of these, and with
+/// the algorithm and its operation in flight, whether a task masks interrupts, the
+/// APIC) comes first and shares a few cache lines; counters and what is rarely read
+/// come last, and the tasks, the vector-to-handler table (read once per handler
+/// call) and the GIC redistributor (Arm only) sit behind pointers. A large machine has a thousand of these, and with
 /// the hot fields spread over a 3 KiB struct an event touched more of its lines.
 #[repr(C)]
 pub struct Cpu {
@@ -371,15 +373,15 @@ pub struct Cpu {
     pub posted_handler_active: bool,
     /// This CPU's identity among the agents sharing descriptor lines.
     pub agent: Agent,
-    /// This CPU's local x2APIC.
-    pub apic: LocalApic,
     /// Thread-context work in progress, suspended while the CPU is in an interrupt
     /// or runs `softirq`.
-    pub task: Option<Task>,
+    pub task: Option<Box<Task>>,
     /// Softirq-context work in progress (a TX-completion poll); it runs before `task`.
-    pub softirq: Option<Task>,
+    pub softirq: Option<Box<Task>>,
     /// Deferred work waiting for the CPU, oldest first.
     pub deferred: std::collections::VecDeque<Deferred>,
+    /// This CPU's local x2APIC.
+    pub apic: LocalApic,
     /// This CPU's posted-interrupt descriptor and the MESI state of its line.
     pub pid: PidLine,
     /// Busy time by category.

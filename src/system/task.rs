@@ -76,7 +76,7 @@ impl System {
         let c = &mut self.cpus[cpu as usize];
         match c.softirq {
             Some(ref mut t) => Some(t),
-            None => c.task.as_mut(),
+            None => c.task.as_deref_mut(),
         }
     }
 
