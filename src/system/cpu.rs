@@ -352,9 +352,10 @@ impl CpuOpCounts {
 ///
 /// `repr(C)` keeps the declaration order: what almost every event reads (the state,
 /// the algorithm and its operation in flight, whether a task masks interrupts, the
-/// APIC) comes first and shares a few cache lines; counters and what is rarely read
-/// come last, and the tasks, the vector-to-handler table (read once per handler
-/// call) and the GIC redistributor (Arm only) sit behind pointers. A large machine has a thousand of these, and with
+/// APIC, whether there is a GIC instead) comes first and shares a few cache lines;
+/// counters and what is rarely read come last, and the tasks, the vector-to-handler
+/// table (read once per handler call) and the GIC redistributor (Arm only) sit
+/// behind pointers. A large machine has a thousand of these, and with
 /// the hot fields spread over a 3 KiB struct an event touched more of its lines.
 #[repr(C)]
 pub struct Cpu {
@@ -373,6 +374,9 @@ pub struct Cpu {
     pub posted_handler_active: bool,
     /// This CPU's identity among the agents sharing descriptor lines.
     pub agent: Agent,
+    /// The GICv3 redistributor, on Arm systems (then `apic` is unused). Among the
+    /// hot fields: every interrupt check asks first whether there is one.
+    pub gic: Option<Box<apic_sim::gic::Redistributor>>,
     /// Thread-context work in progress, suspended while the CPU is in an interrupt
     /// or runs `softirq`.
     pub task: Option<Box<Task>>,
@@ -396,8 +400,6 @@ pub struct Cpu {
     pub funcs_run: u64,
     /// LPIs acknowledged and not yet EOI'd, innermost last.
     pub gic_active: Vec<u32>,
-    /// The GICv3 redistributor, on Arm systems (then `apic` is unused).
-    pub gic: Option<Box<apic_sim::gic::Redistributor>>,
     /// Which handler is registered on each vector of this CPU (2 KiB).
     handler_of_vector: Box<[HandlerRef; 256]>,
 }
