@@ -355,8 +355,8 @@ impl CpuOpCounts {
 /// APIC, whether there is a GIC instead) comes first and shares a few cache lines;
 /// counters and what is rarely read come last, and the tasks, the vector-to-handler
 /// table (read once per handler call) and the GIC redistributor (Arm only) sit
-/// behind pointers. A large machine has a thousand of these, and with
-/// the hot fields spread over a 3 KiB struct an event touched more of its lines.
+/// behind pointers. A large machine has a thousand of these, so most events find
+/// their CPU out of cache, and each further line an event touches is one more miss.
 #[repr(C)]
 pub struct Cpu {
     /// What the CPU is doing now.

@@ -74,10 +74,7 @@ impl System {
     /// The task that runs next on `cpu`: the softirq one if any, else the thread.
     pub(super) fn active_task(&mut self, cpu: u32) -> Option<&mut Task> {
         let c = &mut self.cpus[cpu as usize];
-        match c.softirq {
-            Some(ref mut t) => Some(t),
-            None => c.task.as_deref_mut(),
-        }
+        c.softirq.as_deref_mut().or(c.task.as_deref_mut())
     }
 
     /// Whether the running task of `cpu` has masked interrupts.
