@@ -67,26 +67,36 @@ impl<E> SameInstant<E> {
     }
 }
 
-/// Bucket count: one per bit of a 64-bit picosecond time.
-const BUCKETS: usize = 64;
+/// Bits per digit of the radix. Wider digits mean fewer moves per event (an event moves
+/// at most once per digit its distance from the earliest pending time spans) and more
+/// buckets to keep. Four bits: 16 levels of 16 buckets.
+const DIGIT_BITS: u32 = 4;
+const SLOTS: usize = 1 << DIGIT_BITS;
+const LEVELS: usize = 64 / DIGIT_BITS as usize;
+const BUCKETS: usize = LEVELS * SLOTS;
+const OCCUPANCY_WORDS: usize = BUCKETS / 64;
 
 /// A deterministic discrete-event queue.
 ///
-/// A radix heap on the event time (Ahuja, Mehlhorn, Orlin and Tarjan, 1990): an event
-/// scheduled at `t > base` sits in the bucket of the highest bit in which `t` differs
-/// from `base`, where `base` is the earliest time still pending. Simulated time never
-/// goes backwards, which is the one property a radix heap needs. Pushing is an append;
-/// popping empties the lowest bucket only when the events at `base` run out, and each
-/// event it moves lands in a strictly lower bucket, so an event moves at most 64 times
-/// and in practice a handful. Events due at `base` itself wait in a short list sorted
-/// by (priority, sequence), which keeps the pop order exactly
-/// `(time, priority, insertion sequence)`, the same order a binary heap on the whole
-/// key gives.
+/// A radix heap on the event time (Ahuja, Mehlhorn, Orlin and Tarjan, 1990), with
+/// digits of [`DIGIT_BITS`] bits: an event scheduled at `t > base` sits in the bucket
+/// of the highest digit in which `t` differs from `base`, where `base` is the earliest
+/// time still pending, and of `t`'s value in that digit. Buckets in index order hold
+/// ever later times, and simulated time never goes backwards, which is the one property
+/// a radix heap needs. Pushing is an append; popping empties the lowest bucket only
+/// when the events at `base` run out, and each event it moves lands in a bucket of a
+/// strictly lower digit, so an event moves at most once per digit. Events due at
+/// `base` itself wait in a short list sorted by (priority, sequence), which keeps the
+/// pop order exactly `(time, priority, insertion sequence)`, the same order a binary
+/// heap on the whole key gives.
 pub struct EventQueue<E> {
     at_base: SameInstant<E>,
     buckets: Box<[Vec<Entry<E>>; BUCKETS]>,
-    /// Bit i set iff `buckets[i]` holds an event.
-    occupied: u64,
+    /// The earliest time in each bucket (`u64::MAX` when empty), kept on push so that
+    /// spreading a bucket, or peeking at it, needs no pass to find it.
+    earliest: Box<[u64; BUCKETS]>,
+    /// Bit i of the bitmap set iff `buckets[i]` holds an event.
+    occupied: [u64; OCCUPANCY_WORDS],
     /// Every pending event is due at or after `base`; `at_base` holds those due at it.
     base: u64,
     len: usize,
@@ -103,8 +113,11 @@ impl<E> Default for EventQueue<E> {
 
 fn bucket_of(time: u64, base: u64) -> usize {
     debug_assert!(time > base);
-    // The mask states what lzcnt already guarantees, so indexing needs no bounds check.
-    (63 - (time ^ base).leading_zeros()) as usize & (BUCKETS - 1)
+    let level = (63 - (time ^ base).leading_zeros()) / DIGIT_BITS;
+    let digit = (time >> (level * DIGIT_BITS)) as usize & (SLOTS - 1);
+    // The mask states what the level's range already guarantees, so indexing needs no
+    // bounds check.
+    (level as usize * SLOTS + digit) & (BUCKETS - 1)
 }
 
 impl<E> EventQueue<E> {
@@ -119,7 +132,8 @@ impl<E> EventQueue<E> {
         EventQueue {
             at_base: SameInstant(VecDeque::with_capacity(capacity.min(64))),
             buckets: Box::new(std::array::from_fn(|_| Vec::new())),
-            occupied: 0,
+            earliest: Box::new([u64::MAX; BUCKETS]),
+            occupied: [0; OCCUPANCY_WORDS],
             base: 0,
             len: 0,
             now: SimTime::ZERO,
@@ -170,9 +184,27 @@ impl<E> EventQueue<E> {
             self.at_base.insert(entry);
         } else {
             let b = bucket_of(entry.time, self.base);
-            self.buckets[b].push(entry);
-            self.occupied |= 1 << b;
+            self.push_to_bucket(b, entry);
         }
+    }
+
+    fn push_to_bucket(&mut self, b: usize, entry: Entry<E>) {
+        let earliest = &mut self.earliest[b];
+        *earliest = (*earliest).min(entry.time);
+        self.buckets[b].push(entry);
+        self.occupied[b / 64] |= 1 << (b % 64);
+    }
+
+    fn empty_bucket(&mut self, b: usize) {
+        self.earliest[b] = u64::MAX;
+        self.occupied[b / 64] &= !(1 << (b % 64));
+    }
+
+    fn lowest_occupied(&self) -> Option<usize> {
+        self.occupied
+            .iter()
+            .position(|&word| word != 0)
+            .map(|w| (w * 64 + self.occupied[w].trailing_zeros() as usize) & (BUCKETS - 1))
     }
 
     /// Schedules `event` at `now + delay`.
@@ -186,11 +218,7 @@ impl<E> EventQueue<E> {
         if !self.at_base.0.is_empty() {
             return Some(SimTime(self.base));
         }
-        if self.occupied == 0 {
-            return None;
-        }
-        let b = self.occupied.trailing_zeros() as usize & (BUCKETS - 1);
-        self.buckets[b].iter().map(|e| SimTime(e.time)).min()
+        self.lowest_occupied().map(|b| SimTime(self.earliest[b]))
     }
 
     /// Removes the earliest pending event if it is due at or before `limit`.
@@ -206,34 +234,25 @@ impl<E> EventQueue<E> {
             self.at_base.0.push_front(entry);
             return None;
         }
-        if self.occupied == 0 {
-            return None;
-        }
-        let b = self.occupied.trailing_zeros() as usize & (BUCKETS - 1);
-        if let [only] = self.buckets[b].as_slice() {
-            // The common case with few events pending: nothing to spread.
-            if only.time > limit {
-                return None;
-            }
-            let entry = self.buckets[b].pop()?;
-            self.occupied &= !(1 << b);
-            self.base = entry.time;
-            return Some(entry);
-        }
-        let min = self.buckets[b].iter().map(|e| e.time).min()?;
+        let b = self.lowest_occupied()?;
+        let min = self.earliest[b];
         if min > limit {
             return None;
         }
         self.base = min;
+        self.empty_bucket(b);
+        if self.buckets[b].len() == 1 {
+            // The common case with few events pending: nothing to spread.
+            return self.buckets[b].pop();
+        }
         let mut spilled = std::mem::take(&mut self.buckets[b]);
-        self.occupied &= !(1 << b);
         // Usually one event holds the minimum: keep it aside and hand it out directly,
         // and only sort same-instant events when there are several.
-        let mut earliest: Option<Entry<E>> = None;
+        let mut first_due: Option<Entry<E>> = None;
         for entry in spilled.drain(..) {
             if entry.time == min {
-                match earliest.take() {
-                    None => earliest = Some(entry),
+                match first_due.take() {
+                    None => first_due = Some(entry),
                     Some(first) => {
                         self.at_base.insert(first);
                         self.at_base.insert(entry);
@@ -241,13 +260,12 @@ impl<E> EventQueue<E> {
                 }
             } else {
                 let lower = bucket_of(entry.time, min);
-                self.buckets[lower].push(entry);
-                self.occupied |= 1 << lower;
+                self.push_to_bucket(lower, entry);
             }
         }
         // Hand the emptied vector back so its memory is reused, not reallocated.
         self.buckets[b] = spilled;
-        match earliest {
+        match first_due {
             Some(only) if self.at_base.0.is_empty() => Some(only),
             Some(last) => {
                 self.at_base.insert(last);
