@@ -411,6 +411,8 @@ mod tests {
                 4 => 1u64..64,
                 4 => 1u64..1_000_000,
                 1 => 1u64..(1 << 50),
+                // Up to 2^54, so 400 steps stay below 2^63 and reach the highest digits.
+                1 => (1u64 << 50)..(1 << 54),
             ];
             prop_oneof![
                 5 => (delay, 0u8..4).prop_map(|(delay, slot)| Op::Schedule { delay, slot }),
