@@ -201,10 +201,12 @@ impl<E> EventQueue<E> {
     }
 
     fn lowest_occupied(&self) -> Option<usize> {
-        self.occupied
+        let (w, word) = self
+            .occupied
             .iter()
-            .position(|&word| word != 0)
-            .map(|w| (w * 64 + self.occupied[w].trailing_zeros() as usize) & (BUCKETS - 1))
+            .enumerate()
+            .find(|(_, word)| **word != 0)?;
+        Some((w * 64 + word.trailing_zeros() as usize) & (BUCKETS - 1))
     }
 
     /// Schedules `event` at `now + delay`.
