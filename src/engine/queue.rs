@@ -75,6 +75,9 @@ const SLOTS: usize = 1 << DIGIT_BITS;
 const LEVELS: usize = 64 / DIGIT_BITS as usize;
 const BUCKETS: usize = LEVELS * SLOTS;
 const OCCUPANCY_WORDS: usize = BUCKETS / 64;
+// `bucket_of` and `lowest_occupied` mask indices with `BUCKETS - 1`, and the bitmap has
+// a whole number of words: both hold only for digit widths that divide 64 evenly.
+const _: () = assert!(64 % DIGIT_BITS == 0 && BUCKETS.is_power_of_two() && BUCKETS >= 64);
 
 /// A deterministic discrete-event queue.
 ///
