@@ -149,9 +149,7 @@ impl System {
             Priority::CPU,
             Event::InjectedSn {
                 cpu,
-                by,
-                set,
-                recheck_ps: recheck.as_ps(),
+                change: self.parked.sn_changes.park((by, set, recheck.as_ps())),
             },
         );
         Ok(())

@@ -85,6 +85,7 @@ impl System {
         if msi.is_some() {
             self.ledger.fabric += 1;
         }
+        let msi = msi.map(|token| self.parked.msis.park(token));
         self.queue.schedule(
             now + latency,
             Priority::APIC,

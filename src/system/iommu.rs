@@ -178,7 +178,7 @@ impl System {
                             Event::GicLpi {
                                 cpu: cpu.0,
                                 intid,
-                                msi,
+                                msi: self.parked.msis.park(msi),
                             },
                         );
                     }
@@ -207,7 +207,7 @@ impl System {
                             cpu,
                             vector,
                             level: level_triggered,
-                            msi: Some(msi),
+                            msi: Some(self.parked.msis.park(msi)),
                         };
                         let free = self.send_interrupt_message(now, now, port, message);
                         // Strong ordering: the port's later writes wait until the

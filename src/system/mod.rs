@@ -27,6 +27,7 @@ pub mod iommu;
 pub mod ledger;
 pub mod migration;
 pub mod observe;
+mod parked;
 pub mod retrigger;
 pub mod scenario;
 pub mod smmu_costs;
@@ -164,16 +165,20 @@ enum Event {
         cpu: u32,
         vector: Vector,
         level: bool,
-        msi: Option<MsiToken>,
+        msi: Option<parked::Slot>,
     },
     /// The CPU's current activity (entry, one operation, exit) completes.
     CpuStep { cpu: u32 },
     /// An LPI reaches CPU `cpu`'s redistributor (Arm).
-    GicLpi { cpu: u32, intid: u32, msi: MsiToken },
+    GicLpi {
+        cpu: u32,
+        intid: u32,
+        msi: parked::Slot,
+    },
     /// A shootdown load's initiator gets its next request.
     ShootdownRequest { load: u16, initiator: u16 },
     /// An IPI reaches CPU `cpu`'s local APIC.
-    IpiArrive { cpu: u32, msg: apic_sim::IpiMessage },
+    IpiArrive { cpu: u32, msg: parked::Slot },
     /// Migration `index` (scenario `migrations`) rewrites its IRTE.
     MigrationIrteWrite { index: u32 },
     /// Migration `index`'s vector cleanup timer fires on the old CPU.
@@ -207,14 +212,23 @@ enum Event {
     /// An injected IOMMU post lands (`System::inject_post`).
     InjectedPost { cpu: u32, vector: Vector, urg: bool },
     /// Another CPU changes SN (`System::inject_sn`).
-    InjectedSn {
-        cpu: u32,
-        by: u32,
-        set: bool,
-        recheck_ps: u64,
-    },
+    InjectedSn { cpu: u32, change: parked::Slot },
     /// The SN owner's recheck after a clear.
     InjectedRecheck { cpu: u32, by: u32 },
+}
+
+// Payloads that do not fit are parked (see `parked`): a larger event makes every queue
+// entry larger.
+const _: () = assert!(std::mem::size_of::<Event>() <= 16);
+
+/// The payloads of events in flight that are too large to ride in an [`Event`].
+#[derive(Default)]
+struct ParkedPayloads {
+    /// Device MSIs on their way to a local APIC or redistributor.
+    msis: parked::Parked<MsiToken>,
+    ipis: parked::Parked<apic_sim::IpiMessage>,
+    /// Injected SN changes: who makes it, set or clear, and the recheck delay in ps.
+    sn_changes: parked::Parked<(u32, bool, u64)>,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -249,6 +263,7 @@ pub struct System {
     sources: Vec<MsiSource>,
     io: io::Io,
     ledger: Ledger,
+    parked: ParkedPayloads,
     latency: Histogram<u64>,
     notifications_sent: u64,
     notifications_suppressed: u64,
@@ -569,6 +584,7 @@ impl System {
             freq,
             queue,
             ledger: Ledger::new(cpus.len()),
+            parked: ParkedPayloads::default(),
             cpus,
             apic_index: cpu_index::CpuIndex::new(
                 apic_to_cpu.iter().map(|(&id, &cpu)| (u64::from(id), cpu)),
@@ -734,13 +750,22 @@ impl System {
                 vector,
                 level,
                 msi,
-            } => self.on_apic_message(now, cpu, vector, level, msi),
+            } => {
+                let msi = msi.map(|slot| self.parked.msis.take(slot));
+                self.on_apic_message(now, cpu, vector, level, msi)
+            }
             Event::CpuStep { cpu } => self.on_cpu_step(now, cpu),
-            Event::GicLpi { cpu, intid, msi } => self.on_gic_lpi(now, cpu, intid, msi),
+            Event::GicLpi { cpu, intid, msi } => {
+                let msi = self.parked.msis.take(msi);
+                self.on_gic_lpi(now, cpu, intid, msi)
+            }
             Event::ShootdownRequest { load, initiator } => {
                 self.on_shootdown_request(now, load, initiator)
             }
-            Event::IpiArrive { cpu, msg } => self.on_ipi_arrive(now, cpu, msg),
+            Event::IpiArrive { cpu, msg } => {
+                let msg = self.parked.ipis.take(msg);
+                self.on_ipi_arrive(now, cpu, msg)
+            }
             Event::Retrigger { index } => self.on_retrigger(now, index),
             Event::MigrationIrteWrite { index } => self.on_migration_irte_write(now, index),
             Event::MigrationCleanup { index } => self.on_migration_cleanup_due(now, index),
@@ -761,12 +786,10 @@ impl System {
             Event::InjectedPost { cpu, vector, urg } => {
                 self.on_injected_post(now, cpu, vector, urg)
             }
-            Event::InjectedSn {
-                cpu,
-                by,
-                set,
-                recheck_ps,
-            } => self.on_injected_sn(now, cpu, by, set, recheck_ps),
+            Event::InjectedSn { cpu, change } => {
+                let (by, set, recheck_ps) = self.parked.sn_changes.take(change);
+                self.on_injected_sn(now, cpu, by, set, recheck_ps)
+            }
             Event::InjectedRecheck { cpu, by } => self.on_injected_recheck(now, cpu, by),
         }
     }

@@ -832,6 +832,7 @@ impl System {
                 .interconnect
                 .ipi_flight(&self.costs.apic, distance);
             accepted = accepted.max(at + self.costs.interconnect.icr_accept(distance));
+            let msg = self.parked.ipis.park(msg);
             self.queue
                 .schedule(at + flight, Priority::APIC, Event::IpiArrive { cpu, msg });
         }
