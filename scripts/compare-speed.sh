@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Side-by-side wall-clock speed of several irqsim binaries on one scenario: rounds of
+# `bench scenario --no-heap`, one run of each binary per round, so that drift in the
+# host's speed lands on every binary alike. Prints each binary's median, least and
+# greatest ns per event.
+#
+#   scripts/compare-speed.sh SCENARIO ROUNDS DURATION_US BINARY...
+#   scripts/compare-speed.sh large 7 5000 /tmp/irqsim.before target/release/irqsim
+#
+# On a shared 2-core VM single runs vary by several percent; a difference smaller than
+# the spread of the runs is not a result. For small layout changes, compare
+# scripts/per-event-counts.sh instead: its counts do not vary.
+set -euo pipefail
+if [ $# -lt 4 ]; then
+  sed -n '2,9p' "$0" >&2
+  exit 2
+fi
+scenario=$1 rounds=$2 duration=$3
+shift 3
+for bin in "$@"; do
+  [ -x "$bin" ] || { echo "no binary at $bin" >&2; exit 2; }
+done
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for _ in $(seq "$rounds"); do
+  for bin in "$@"; do
+    ns=$("$bin" bench scenario "$scenario" --no-heap --duration-us "$duration" --json |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["ns_per_event"])')
+    printf '%s\t%s\n' "$bin" "$ns" >>"$results"
+  done
+done
+python3 - "$results" "$@" <<'PY'
+import statistics, sys
+path, bins = sys.argv[1], sys.argv[2:]
+runs = {b: [] for b in bins}
+for line in open(path):
+    b, ns = line.rstrip("\n").split("\t")
+    runs[b].append(float(ns))
+for b in bins:
+    v = sorted(runs[b])
+    print(f"{b}: median {statistics.median(v):.1f} ns/event, "
+          f"least {v[0]:.1f}, greatest {v[-1]:.1f} ({len(v)} runs)")
+PY
