@@ -149,7 +149,11 @@ impl System {
             Priority::CPU,
             Event::InjectedSn {
                 cpu,
-                change: self.parked.sn_changes.park((by, set, recheck.as_ps())),
+                change: self.parked.sn_changes.park(super::SnChange {
+                    by,
+                    set,
+                    recheck_ps: recheck.as_ps(),
+                }),
             },
         );
         Ok(())

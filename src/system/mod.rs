@@ -227,8 +227,15 @@ struct ParkedPayloads {
     /// Device MSIs on their way to a local APIC or redistributor.
     msis: parked::Parked<MsiToken>,
     ipis: parked::Parked<apic_sim::IpiMessage>,
-    /// Injected SN changes: who makes it, set or clear, and the recheck delay in ps.
-    sn_changes: parked::Parked<(u32, bool, u64)>,
+    sn_changes: parked::Parked<SnChange>,
+}
+
+/// An SN change that [`System::inject_sn`] scheduled: the CPU making it, set or clear,
+/// and the delay of the owner's recheck after a clear.
+struct SnChange {
+    by: u32,
+    set: bool,
+    recheck_ps: u64,
 }
 
 /// A simulated machine: CPUs, the IOMMU, devices, and the event queue that drives them.
@@ -787,7 +794,11 @@ impl System {
                 self.on_injected_post(now, cpu, vector, urg)
             }
             Event::InjectedSn { cpu, change } => {
-                let (by, set, recheck_ps) = self.parked.sn_changes.take(change);
+                let SnChange {
+                    by,
+                    set,
+                    recheck_ps,
+                } = self.parked.sn_changes.take(change);
                 self.on_injected_sn(now, cpu, by, set, recheck_ps)
             }
             Event::InjectedRecheck { cpu, by } => self.on_injected_recheck(now, cpu, by),

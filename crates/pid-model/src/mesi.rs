@@ -460,22 +460,16 @@ impl PidLine {
     }
 }
 
-/// Agents a line is sized for when built: a core and the IOMMU posting to it.
-const USUAL_AGENTS: usize = 2;
-
 impl<D: LineData> Line<D> {
     /// A line holding `data`, homed on `home_socket`, cold (in DRAM), held by nobody.
     pub fn with_data(data: D, home_socket: u16) -> Line<D> {
-        // Room for the usual two agents (the owning core and one IOMMU or device) from
-        // the start: the lists are then allocated together, next to each other, when
-        // the line is built, not wherever the heap happens to be at the first access.
         Line {
             desc: data,
             home_socket,
-            holders: Vec::with_capacity(USUAL_AGENTS),
+            holders: Vec::new(),
             residence: Residence::Memory,
-            counters: Vec::with_capacity(USUAL_AGENTS),
-            transitions: Vec::with_capacity(USUAL_AGENTS),
+            counters: Vec::new(),
+            transitions: Vec::new(),
             busy_until: SimTime::ZERO,
             occupancy: Occupancy::default(),
         }
