@@ -38,7 +38,8 @@ run "$long"
 wait
 
 python3 - "$work" "$short" "$long" <<'PY'
-import collections, json, sys
+import collections, json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
 work, short, long_ = sys.argv[1:]
 
 def load(d):
