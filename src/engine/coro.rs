@@ -38,9 +38,13 @@ impl<Req, Resp> Clone for Port<Req, Resp> {
 impl<Req, Resp> Port<Req, Resp> {
     /// Requests one operation and suspends until the driver supplies its result.
     pub fn call(&self, request: Req) -> Call<Req, Resp> {
+        // Posted now, not at the first poll: carried inside the future, the request
+        // was written field by field and then reloaded whole to move it into the
+        // mailbox, a reload that store forwarding cannot serve.
+        self.mailbox.request.set(Some(request));
         Call {
             mailbox: Rc::clone(&self.mailbox),
-            request: Some(request),
+            posted: false,
         }
     }
 }
@@ -49,17 +53,29 @@ impl<Req, Resp> Port<Req, Resp> {
 #[must_use = "a hardware operation does nothing until awaited"]
 pub struct Call<Req, Resp> {
     mailbox: Rc<Mailbox<Req, Resp>>,
-    request: Option<Req>,
+    /// Whether the algorithm has suspended on this call once (its request is then
+    /// the driver's).
+    posted: bool,
 }
 
 // Call holds no self-references; moving it is fine.
 impl<Req, Resp> Unpin for Call<Req, Resp> {}
 
+impl<Req, Resp> Drop for Call<Req, Resp> {
+    fn drop(&mut self) {
+        // A call dropped before it was awaited withdraws its request, so that it is
+        // never mistaken for the one a later suspension made.
+        if !self.posted {
+            self.mailbox.request.take();
+        }
+    }
+}
+
 impl<Req, Resp> Future for Call<Req, Resp> {
     type Output = Resp;
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Resp> {
-        if let Some(request) = self.request.take() {
-            self.mailbox.request.set(Some(request));
+        if !self.posted {
+            self.posted = true;
             return Poll::Pending;
         }
         match self.mailbox.response.take() {
@@ -187,6 +203,16 @@ mod tests {
         assert_eq!(log.get(), 42);
         assert!(co.is_done());
         assert_eq!(co.steps(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "only hardware operations")]
+    fn a_call_dropped_unawaited_leaves_no_request_behind() {
+        let mut co: Coroutine<&'static str, ()> = Coroutine::new(|port| async move {
+            drop(port.call("never awaited"));
+            std::future::pending::<()>().await;
+        });
+        co.resume(None);
     }
 
     #[test]
