@@ -138,7 +138,13 @@ fn vector_of_running(state: CpuState) -> Vector {
 }
 
 /// Everything that happens in a run is one of these.
+///
+/// `repr(u32)`: a four-byte tag puts every payload at an aligned offset, so an event is
+/// copied in whole words. With a one-byte tag the payload starts at byte 1, and the
+/// queue moved it as two overlapping unaligned halves through the stack, reloads that
+/// store forwarding cannot serve.
 #[derive(Clone, Copy, Debug)]
+#[repr(u32)]
 enum Event {
     /// An open-loop device's next descriptor completes.
     DeviceCompletion { device: u32 },
@@ -196,7 +202,7 @@ enum Event {
     /// The SMMU's consumer may start again after holding for an MSI write's response.
     SmmuResume,
     /// A CMD_SYNC's MSI write becomes visible in memory.
-    SmmuMsiVisible { addr: u64, data: u32 },
+    SmmuMsiVisible { data: u32, addr: u64 },
     /// A CONS read of `cpu` samples the register (stale if `generation` moved on).
     SmmuConsSample { cpu: u32, generation: u64 },
     /// The event-stream tick reaches a CPU asleep in WFE.
