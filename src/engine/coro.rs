@@ -44,7 +44,7 @@ impl<Req, Resp> Port<Req, Resp> {
         self.mailbox.request.set(Some(request));
         Call {
             mailbox: Rc::clone(&self.mailbox),
-            posted: false,
+            suspended: false,
         }
     }
 }
@@ -53,9 +53,9 @@ impl<Req, Resp> Port<Req, Resp> {
 #[must_use = "a hardware operation does nothing until awaited"]
 pub struct Call<Req, Resp> {
     mailbox: Rc<Mailbox<Req, Resp>>,
-    /// Whether the algorithm has suspended on this call once (its request is then
-    /// the driver's).
-    posted: bool,
+    /// Whether the algorithm has suspended on this call once (its request, posted by
+    /// [`Port::call`], is then the driver's).
+    suspended: bool,
 }
 
 // Call holds no self-references; moving it is fine.
@@ -65,7 +65,7 @@ impl<Req, Resp> Drop for Call<Req, Resp> {
     fn drop(&mut self) {
         // A call dropped before it was awaited withdraws its request, so that it is
         // never mistaken for the one a later suspension made.
-        if !self.posted {
+        if !self.suspended {
             self.mailbox.request.take();
         }
     }
@@ -74,8 +74,8 @@ impl<Req, Resp> Drop for Call<Req, Resp> {
 impl<Req, Resp> Future for Call<Req, Resp> {
     type Output = Resp;
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Resp> {
-        if !self.posted {
-            self.posted = true;
+        if !self.suspended {
+            self.suspended = true;
             return Poll::Pending;
         }
         match self.mailbox.response.take() {

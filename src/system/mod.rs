@@ -142,7 +142,9 @@ fn vector_of_running(state: CpuState) -> Vector {
 /// `repr(u32)`: a four-byte tag puts every payload at an aligned offset, so an event is
 /// copied in whole words. With a one-byte tag the payload starts at byte 1, and the
 /// queue moved it as two overlapping unaligned halves through the stack, reloads that
-/// store forwarding cannot serve.
+/// store forwarding cannot serve. Under `repr(u32)` a variant's fields keep their
+/// declared order, so each lists its narrow fields before any `u64` (the size
+/// assertion below catches a variant that outgrows 16 bytes).
 #[derive(Clone, Copy, Debug)]
 #[repr(u32)]
 enum Event {
