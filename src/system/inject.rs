@@ -177,14 +177,14 @@ impl System {
 
     pub(super) fn emit_step(&mut self, t: SimTime, cpu: u32, step: AlgorithmStep) {
         if self.observing() {
-            self.emit(SimEvent::AlgorithmStep { t, cpu, step });
+            self.emit(|| SimEvent::AlgorithmStep { t, cpu, step });
         }
     }
 
     /// Sends the notification of CPU `cpu`'s descriptor from the IOMMU side.
     fn send_injected_notification(&mut self, now: SimTime, cpu: u32, nv: Vector) {
         self.notifications_sent += 1;
-        self.emit(SimEvent::NotificationSent {
+        self.emit(|| SimEvent::NotificationSent {
             t: now,
             cpu,
             vector: nv,

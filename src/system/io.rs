@@ -953,7 +953,7 @@ impl System {
         };
         self.cpus[cpu as usize].state = CpuState::Deferred(work);
         self.schedule_cpu_step(cpu, now + cost);
-        self.emit_cpu_span(cpu, now, cost, CpuActivity::Deferred { work });
+        self.emit_cpu_span(cpu, now, cost, || CpuActivity::Deferred { work });
         true
     }
 

@@ -457,7 +457,7 @@ impl System {
         let (input, source, pulse) = (p.pin, p.source, p.pulse);
         let next = p.arrival.as_ref().map(|a| now + a.next_gap(&mut p.rng));
         let outcome = host.io.assert_pin(input, true).expect("validated pin");
-        self.emit(SimEvent::IoapicPin {
+        self.emit(|| SimEvent::IoapicPin {
             t: now,
             pin: input,
             change: PinChange::Asserted,
@@ -498,7 +498,7 @@ impl System {
         if p.pulses_high == 0 {
             let input = p.pin;
             let _ = host.io.assert_pin(input, false);
-            self.emit(SimEvent::IoapicPin {
+            self.emit(|| SimEvent::IoapicPin {
                 t: now,
                 pin: input,
                 change: PinChange::Deasserted,
@@ -562,7 +562,7 @@ impl System {
             return self.start_op(now, cpu, cpu_op);
         }
         let d = self.ioapic_op_cost(op);
-        self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
+        self.emit_cpu_span(cpu, now, d, || super::CpuActivity::Ioapic { op });
         self.cpus[cpu as usize].time.handlers += d;
         d
     }
@@ -619,7 +619,7 @@ impl System {
                     changes.push((p.pin, change));
                 }
                 for (pin, change) in changes {
-                    self.emit(SimEvent::IoapicPin {
+                    self.emit(|| SimEvent::IoapicPin {
                         t: now,
                         pin,
                         change,
@@ -692,7 +692,7 @@ impl System {
                 }
                 let d = self.ioapic_op_cost(op);
                 self.cpus[c].time.app += d;
-                self.emit_cpu_span(cpu, now, d, super::CpuActivity::Ioapic { op });
+                self.emit_cpu_span(cpu, now, d, || super::CpuActivity::Ioapic { op });
                 TaskIssued::Busy(d, 0)
             }
         }
@@ -741,12 +741,9 @@ impl System {
         let op = IoapicOp::Host(PinHostOp::Hold {
             ns: now.since(since).as_ps() / 1000,
         });
-        self.emit_cpu_span(
-            cpu,
-            since,
-            now.since(since),
-            super::CpuActivity::Ioapic { op },
-        );
+        self.emit_cpu_span(cpu, since, now.since(since), || {
+            super::CpuActivity::Ioapic { op }
+        });
         self.end_wait(now, cpu, 0);
     }
 
@@ -757,7 +754,7 @@ impl System {
         let op = IoapicOp::Host(PinHostOp::Hold {
             ns: done.as_ps() / 1000,
         });
-        self.emit_cpu_span(cpu, since, done, super::CpuActivity::Ioapic { op });
+        self.emit_cpu_span(cpu, since, done, || super::CpuActivity::Ioapic { op });
         let left = ns.saturating_sub(done.as_ps() / 1000);
         TaskOp::Ioapic(IoapicOp::Host(PinHostOp::Hold { ns: left }))
     }

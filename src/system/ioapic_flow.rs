@@ -35,7 +35,7 @@ impl System {
             let host = self.ioapic_mut();
             host.pins[pin as usize].level_high = true;
             let outcome = host.io.assert_pin(input, true).expect("validated pin");
-            self.emit(SimEvent::IoapicPin {
+            self.emit(|| SimEvent::IoapicPin {
                 t: now,
                 pin: input,
                 change: PinChange::Asserted,
@@ -215,7 +215,7 @@ impl System {
                 }
                 self.ledger.ioapic_level -= riders.len();
                 self.ledger.bag_served_without_interrupt(riders);
-                self.emit(SimEvent::IoapicPin {
+                self.emit(|| SimEvent::IoapicPin {
                     t: now,
                     pin: input,
                     change: PinChange::Deasserted,

@@ -118,7 +118,7 @@ impl System {
                         code: reason.code(),
                     },
                 };
-                self.emit(SimEvent::IommuWork {
+                self.emit(|| SimEvent::IommuWork {
                     start: SimTime(done.0 - cost.as_ps()),
                     dur: cost,
                     msi,
@@ -131,7 +131,7 @@ impl System {
     /// Drops `msi` for `reason`: counted in the balance and reported to the observer.
     pub(super) fn drop_msi(&mut self, now: SimTime, msi: MsiToken, reason: &'static str) {
         self.ledger.drop_msi(msi, reason);
-        self.emit(SimEvent::MsiDropped {
+        self.emit(|| SimEvent::MsiDropped {
             t: now,
             msi,
             reason,
@@ -267,7 +267,7 @@ impl System {
         self.queue
             .schedule(start + hold, Priority::IOMMU, Event::LinePostDone { cpu });
         // The IOMMU owns the line for the length of its atomic update.
-        self.emit(SimEvent::PidLineState {
+        self.emit(|| SimEvent::PidLineState {
             t: now,
             line: cpu,
             agent: None,
@@ -301,7 +301,7 @@ impl System {
             .post()
             .expect("an IOMMU post yields a PostResult");
         self.emit_line_changes(now, cpu, &before);
-        self.emit(SimEvent::IommuWork {
+        self.emit(|| SimEvent::IommuWork {
             start: started,
             dur: now.since(started),
             msi: post.msi,
@@ -322,7 +322,7 @@ impl System {
                 self.notifications_sent += 1;
                 match self.apic_index.get(u64::from(n.ndst)) {
                     Some(target) => {
-                        self.emit(SimEvent::NotificationSent {
+                        self.emit(|| SimEvent::NotificationSent {
                             t: now,
                             cpu: target,
                             vector: n.nv,

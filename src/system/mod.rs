@@ -899,7 +899,7 @@ impl System {
             self.ledger.acknowledged(cpu as usize, vector);
         }
         self.schedule_cpu_step(cpu, now + cost);
-        self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqEntry { vector });
+        self.emit_cpu_span(cpu, now, cost, || CpuActivity::IrqEntry { vector });
     }
 
     /// Whether `cpu` has an interrupt it would take if it could.
@@ -1099,7 +1099,7 @@ impl System {
                 self.cpus[c].state = CpuState::Exiting;
                 let cost = self.timing.irq_exit;
                 self.cpus[c].time.irq_exit += cost;
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::IrqExit);
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::IrqExit);
                 cost
             }
             Step::Request(KernelOp::Cpu(op)) => {
@@ -1134,14 +1134,14 @@ impl System {
                     .pid
                     .timed_cost_priced(cpu_ref.agent, &line_op, now, &self.line_prices);
             cpu_ref.time.pid_access += cost;
-            self.emit_cpu_span(cpu, now, cost, CpuActivity::PidAccess { op });
+            self.emit_cpu_span(cpu, now, cost, || CpuActivity::PidAccess { op });
             return cost;
         }
         match op {
             CpuOp::HandleVector(vector) if self.migrations.is_freed(cpu, vector) => {
                 let cost = self.dispatch_freed_vector(cpu, vector);
                 self.cpus[c].time.handlers += cost;
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::Handler { vector });
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::Handler { vector });
                 cost
             }
             CpuOp::HandleVector(vector) => {
@@ -1173,7 +1173,7 @@ impl System {
                         more: self.served.in_spans(),
                     });
                 }
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::Handler { vector });
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::Handler { vector });
                 cost
             }
             CpuOp::Eoi => {
@@ -1182,13 +1182,13 @@ impl System {
                     None => self.freq.cycles(self.costs.apic.wrmsr_eoi_cycles as u64),
                 };
                 self.cpus[c].time.eoi += cost;
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::Eoi);
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::Eoi);
                 cost
             }
             CpuOp::Mfence => {
                 let cost = self.freq.cycles_f64(self.costs.cpu.mfence_cycles);
                 self.cpus[c].time.pid_access += cost;
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::PidAccess { op });
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::PidAccess { op });
                 cost
             }
             _ => unreachable!("line operations returned above"),

@@ -698,7 +698,7 @@ impl System {
             }
         };
         self.cpus[c].time.smmu += cost;
-        self.emit_cpu_span(cpu, now, cost, super::CpuActivity::Smmu { op });
+        self.emit_cpu_span(cpu, now, cost, || super::CpuActivity::Smmu { op });
         TaskIssued::Busy(cost, 0)
     }
 

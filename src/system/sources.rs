@@ -135,7 +135,7 @@ impl System {
             raised: now,
         };
         self.ledger.generated += 1;
-        self.emit(SimEvent::MsiRaised {
+        self.emit(|| SimEvent::MsiRaised {
             t: now,
             device: source,
             msi: token,

@@ -578,14 +578,9 @@ impl System {
             | TxOp::NapiComplete => Duration::ZERO,
         };
         self.cpus[cpu as usize].time.tx += cost;
-        self.emit_cpu_span(
-            cpu,
-            now,
-            cost,
-            super::CpuActivity::Smmu {
-                op: SmmuCpuOp::Tx(op),
-            },
-        );
+        self.emit_cpu_span(cpu, now, cost, || super::CpuActivity::Smmu {
+            op: SmmuCpuOp::Tx(op),
+        });
         TaskIssued::Busy(cost, 0)
     }
 

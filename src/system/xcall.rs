@@ -557,7 +557,7 @@ impl System {
                     self.xcall.loads[load as usize].phases.charge(op, cost);
                 }
                 self.cpus[c].time.cross_call += cost;
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::CrossCall { op });
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::CrossCall { op });
                 Some((cost, value))
             }
             Issued::Spin(target) => {
@@ -591,14 +591,9 @@ impl System {
         if let Some(csd) = self.xcall.csds.get_mut(&(cpu, target)) {
             csd.spinner = false;
         }
-        self.emit_cpu_span(
-            cpu,
-            since,
-            spun,
-            CpuActivity::CrossCall {
-                op: IpiOp::WaitCsd(CpuId(target)),
-            },
-        );
+        self.emit_cpu_span(cpu, since, spun, || CpuActivity::CrossCall {
+            op: IpiOp::WaitCsd(CpuId(target)),
+        });
         self.cpus[c].state = CpuState::Idle;
     }
 
@@ -787,14 +782,9 @@ impl System {
         }
         self.cpus[s].time.cross_call += spun;
         self.cpus[s].state = CpuState::Task;
-        self.emit_cpu_span(
-            sender,
-            since,
-            spun,
-            CpuActivity::CrossCall {
-                op: IpiOp::WaitCsd(CpuId(target)),
-            },
-        );
+        self.emit_cpu_span(sender, since, spun, || CpuActivity::CrossCall {
+            op: IpiOp::WaitCsd(CpuId(target)),
+        });
         self.schedule_cpu_step(sender, seen);
     }
 
@@ -808,7 +798,7 @@ impl System {
         match self.issue_ipi_op(now, cpu, op) {
             Issued::Busy(cost, value) => {
                 self.cpus[cpu as usize].time.cross_call += cost;
-                self.emit_cpu_span(cpu, now, cost, CpuActivity::CrossCall { op });
+                self.emit_cpu_span(cpu, now, cost, || CpuActivity::CrossCall { op });
                 (OpInFlight::Ipi(op, value), cost)
             }
             Issued::Spin(_) => unreachable!("call_function_interrupt never waits for a CSD"),
