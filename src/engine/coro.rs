@@ -97,6 +97,7 @@ pub enum Step<Req> {
 impl<Req> Step<Req> {
     /// The same step with its request wrapped by `f` (a driver running algorithms of
     /// several interfaces names their operations in one type).
+    #[inline(always)]
     pub fn map<T>(self, f: impl FnOnce(Req) -> T) -> Step<T> {
         match self {
             Step::Request(r) => Step::Request(f(r)),
@@ -146,6 +147,10 @@ impl<Req, Resp> Coroutine<Req, Resp> {
     /// # Panics
     /// If the algorithm suspends without having requested an operation, or if it is
     /// resumed after finishing.
+    // Inlined into the driver, so the step it returns stays in registers: returned
+    // through memory, the request (written by the poll with narrow stores) was copied
+    // out again at other widths, stalling store forwarding on every operation.
+    #[inline(always)]
     pub fn resume(&mut self, response: Option<Resp>) -> Step<Req> {
         let future = self
             .future
