@@ -140,10 +140,11 @@ fn vector_of_running(state: CpuState) -> Vector {
 
 /// Everything that happens in a run is one of these.
 ///
-/// The queue keeps events packed into two words (`packed_event`). `repr(u32)` puts every
-/// payload at an aligned offset for the copies made outside the queue (an event handed
-/// to a delivery path, or to `handle` once unpacked). The size assertion below keeps
-/// each variant within what the packing holds: a 32-bit field and a 64-bit one.
+/// The queue keeps events packed into two words (`packed_event`), which hold a 32-bit
+/// field and a 64-bit one per event: a variant that needs more parks its payload
+/// (`parked`). `repr(u32)` puts every payload at an aligned offset for the copies made
+/// outside the queue (an event handed to a delivery path, or to `handle` once
+/// unpacked).
 #[derive(Clone, Copy, Debug)]
 #[repr(u32)]
 enum Event {
@@ -224,8 +225,8 @@ enum Event {
     InjectedRecheck { cpu: u32, by: u32 },
 }
 
-// Payloads that do not fit are parked (see `parked`): the packed form has room for a
-// 32-bit and a 64-bit field.
+// Events stay small: the packed form has room for a 32-bit and a 64-bit field, and a
+// larger payload is parked (see `parked`).
 const _: () = assert!(std::mem::size_of::<Event>() <= 16);
 
 /// The payloads of events in flight that are too large to ride in an [`Event`].

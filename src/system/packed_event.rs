@@ -9,7 +9,8 @@
 //! whole word (README "Performance", eighth session).
 //!
 //! Layout: `head` holds the kind in its low 32 bits and field `a` in its high 32; `tail`
-//! holds field `b`. Each kind's arm below says what `a` and `b` are.
+//! holds field `b`. The arms of `From<Event>` give each kind's `a` and `b`, and
+//! [`PackedEvent::unpack`] reads them back the same way.
 
 use super::io::IoDev;
 use super::parked::Slot;
