@@ -2,7 +2,7 @@
 # Side-by-side wall-clock speed of several irqsim binaries on one scenario: rounds of
 # `bench scenario --no-heap`, one run of each binary per round, so that drift in the
 # host's speed lands on every binary alike. Prints each binary's median, least and
-# greatest ns per event.
+# greatest ns per event, then each later binary's time over the first's, round by round.
 #
 #   scripts/compare-speed.sh SCENARIO ROUNDS DURATION_US BINARY...
 #   scripts/compare-speed.sh large 7 5000 /tmp/irqsim.before target/release/irqsim
@@ -40,4 +40,13 @@ for b in bins:
     v = sorted(runs[b])
     print(f"{b}: median {statistics.median(v):.1f} ns/event, "
           f"least {v[0]:.1f}, greatest {v[-1]:.1f} ({len(v)} runs)")
+# Each round runs the binaries back to back, so the ratio within a round cancels the
+# host's slow drift, which moves the medians above by more than a small change does.
+base = bins[0]
+for b in bins[1:]:
+    ratios = sorted(x / y for x, y in zip(runs[b], runs[base]))
+    faster = sum(r < 1 for r in ratios)
+    print(f"{b} / {base}, round by round: median {statistics.median(ratios):.3f}, "
+          f"least {ratios[0]:.3f}, greatest {ratios[-1]:.3f}; "
+          f"faster in {faster} of {len(ratios)} rounds")
 PY
