@@ -27,7 +27,6 @@ pub mod iommu;
 pub mod ledger;
 pub mod migration;
 pub mod observe;
-mod packed_event;
 mod parked;
 pub mod retrigger;
 pub mod scenario;
@@ -55,7 +54,7 @@ use pid_model::desc::{CONTROL_WORD, ON_BIT};
 use pid_model::{Agent, LineOp, PiDesc, PidLine};
 use sim_core::{ApicId, Duration, Freq, SimTime, Vector};
 
-use crate::engine::{Coroutine, Priority, RngStreams, Step};
+use crate::engine::{Coroutine, EventQueue, Priority, RngStreams, Step};
 use crate::kernel::{baseline, CpuOp, CpuPort, PirHandler, POSTED_MSI_NOTIFICATION_VECTOR};
 use crate::report::{
     CpuReport, IommuReport, LatencySummary, MsiBalance, Notifications, PidAgentReport,
@@ -140,11 +139,12 @@ fn vector_of_running(state: CpuState) -> Vector {
 
 /// Everything that happens in a run is one of these.
 ///
-/// The queue keeps events packed into two words (`packed_event`), which hold a 32-bit
-/// field and a 64-bit one per event: a variant that needs more parks its payload
-/// (`parked`). `repr(u32)` puts every payload at an aligned offset for the copies made
-/// outside the queue (an event handed to a delivery path, or to `handle` once
-/// unpacked).
+/// `repr(u32)`: a four-byte tag puts every payload at an aligned offset, so an event is
+/// copied in whole words. With a one-byte tag the payload starts at byte 1, and the
+/// queue moved it as two overlapping unaligned halves through the stack, reloads that
+/// store forwarding cannot serve. Under `repr(u32)` a variant's fields keep their
+/// declared order, so each lists its narrow fields before any `u64` (the size
+/// assertion below catches a variant that outgrows 16 bytes).
 #[derive(Clone, Copy, Debug)]
 #[repr(u32)]
 enum Event {
@@ -225,8 +225,8 @@ enum Event {
     InjectedRecheck { cpu: u32, by: u32 },
 }
 
-// Events stay small: the packed form has room for a 32-bit and a 64-bit field, and a
-// larger payload is parked (see `parked`).
+// Payloads that do not fit are parked (see `parked`): a larger event makes every queue
+// entry larger.
 const _: () = assert!(std::mem::size_of::<Event>() <= 16);
 
 /// The payloads of events in flight that are too large to ride in an [`Event`].
@@ -261,7 +261,7 @@ pub struct System {
     /// `costs.pid_line` at `freq`, in picoseconds: every descriptor-line access is
     /// priced from this table.
     line_prices: pid_model::PricedLineCosts,
-    queue: packed_event::SystemQueue,
+    queue: EventQueue<Event>,
     cpus: Vec<cpu::Cpu>,
     /// The CPU with an APIC ID.
     apic_index: cpu_index::CpuIndex,
@@ -587,7 +587,7 @@ impl System {
             |nic, q| io.nics[nic as usize].queues[q as usize].cpu,
             |nic| io.nics[nic as usize].queues.len() as u16,
         )?;
-        let queue = packed_event::SystemQueue::with_capacity(1024);
+        let queue = EventQueue::with_capacity(1024);
         let costs_for_timing = costs.clone();
         let migrations = migration::Migrations::new(sc, &apic_to_cpu);
         let mut system = System {
@@ -749,8 +749,8 @@ impl System {
         self.ledger.generated
     }
 
-    fn handle(&mut self, now: SimTime, ev: packed_event::PackedEvent) {
-        match ev.unpack() {
+    fn handle(&mut self, now: SimTime, ev: Event) {
+        match ev {
             Event::DeviceCompletion { device } => self.on_device_completion(now, device),
             Event::DsaSubmit { device } => self.on_dsa_submit(now, device),
             Event::DsaEngineDone { device } => self.on_dsa_engine_done(now, device),

@@ -3,9 +3,8 @@
 //! An [`super::Event`] is copied on every schedule and every radix move of the queue,
 //! and sits in the fabric's delivery queues. Most events carry a CPU or device index;
 //! a few carry more (an MSI's token, an IPI message, an injected SN change). Those few
-//! park their payload here and carry its slot, which keeps an event within the two
-//! words the queue packs it into (`super::packed_event`) and a queue entry at 32 bytes:
-//! at 1,024 CPUs the queue's buckets no longer fit the L1 data cache,
+//! park their payload here and carry its slot, which keeps `Event` at 16 bytes and a
+//! queue entry at 32: at 1,024 CPUs the queue's buckets no longer fit the L1 data cache,
 //! so its entry size is paid in misses on every event (README "Performance").
 
 use std::num::NonZeroU32;
@@ -13,18 +12,6 @@ use std::num::NonZeroU32;
 /// Where one parked payload sits. It is non-zero so that `Option<Slot>` is four bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Slot(NonZeroU32);
-
-impl Slot {
-    /// The slot's number, never zero (for packing an event into words).
-    pub(super) fn number(self) -> u32 {
-        self.0.get()
-    }
-
-    /// The slot numbered `number`; `None` for zero, which numbers no slot.
-    pub(super) fn from_number(number: u32) -> Option<Slot> {
-        NonZeroU32::new(number).map(Slot)
-    }
-}
 
 /// Payloads of events in flight, by slot. Freed slots are reused last-in first-out, so
 /// a run's slots depend only on its events, and the table stays as large as the most
