@@ -67,6 +67,7 @@ pub enum KernelOp {
 
 impl Algorithm {
     /// Resumes the algorithm with the result of its last operation.
+    // Inlined, as `Coroutine::resume` is, so the step reaches the driver in registers.
     #[inline(always)]
     pub fn resume(&mut self, result: Option<u64>) -> Step<KernelOp> {
         match self {

@@ -176,9 +176,7 @@ impl System {
     }
 
     pub(super) fn emit_step(&mut self, t: SimTime, cpu: u32, step: AlgorithmStep) {
-        if self.observing() {
-            self.emit(|| SimEvent::AlgorithmStep { t, cpu, step });
-        }
+        self.emit(|| SimEvent::AlgorithmStep { t, cpu, step });
     }
 
     /// Sends the notification of CPU `cpu`'s descriptor from the IOMMU side.
@@ -243,14 +241,12 @@ impl System {
     }
 
     /// Another CPU changes SN.
-    pub(super) fn on_injected_sn(
-        &mut self,
-        now: SimTime,
-        cpu: u32,
-        by: u32,
-        set: bool,
-        recheck_ps: u64,
-    ) {
+    pub(super) fn on_injected_sn(&mut self, now: SimTime, cpu: u32, change: super::SnChange) {
+        let super::SnChange {
+            by,
+            set,
+            recheck_ps,
+        } = change;
         let agent = self.cpus[by as usize].agent;
         let op = if set {
             LineOp::LockedBitSet { bit: SN_BIT }

@@ -802,12 +802,8 @@ impl System {
                 self.on_injected_post(now, cpu, vector, urg)
             }
             Event::InjectedSn { cpu, change } => {
-                let SnChange {
-                    by,
-                    set,
-                    recheck_ps,
-                } = self.parked.sn_changes.take(change);
-                self.on_injected_sn(now, cpu, by, set, recheck_ps)
+                let change = self.parked.sn_changes.take(change);
+                self.on_injected_sn(now, cpu, change)
             }
             Event::InjectedRecheck { cpu, by } => self.on_injected_recheck(now, cpu, by),
         }
