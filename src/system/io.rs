@@ -18,6 +18,7 @@ use sim_core::SimTime;
 
 use super::cpu::{Deferred, HandlerRef};
 use super::fabric::{Landing, PortWrite};
+use super::latency_log::LatencyLog;
 use super::ledger::MsiToken;
 use super::scenario::{Scenario, ScenarioError};
 use super::{CpuActivity, CpuState, Event, System};
@@ -147,7 +148,7 @@ pub(super) struct NvmeRt {
     /// VMD domain and this drive's child index in it, when behind VMD.
     pub vmd: Option<(u16, u32)>,
     pub wake: Wake,
-    pub latency: Histogram<u64>,
+    pub latency: LatencyLog,
     pub reaped: u64,
     pub interrupts: u64,
     /// Handler calls that found the CQ empty.
@@ -210,7 +211,7 @@ pub(super) struct NicQueueRt {
     pub wake: Wake,
     pub napi_scheduled: bool,
     pub last_poll_under_budget: bool,
-    pub latency: Histogram<u64>,
+    pub latency: LatencyLog,
 }
 
 /// When a device asked to be woken, and a generation that voids older wake-ups.
@@ -241,25 +242,6 @@ pub(super) struct Io {
     /// (CPU, job) of each job an NVMe interrupt's reaping wakes: a buffer kept across
     /// interrupts, like `cq`, so reaping allocates nothing.
     pub woken_jobs: Vec<(u32, u32)>,
-}
-
-/// A latency histogram that grows to the largest value it has seen instead of being
-/// allocated for `LATENCY_MAX_NS` up front: a system has one per NVMe drive and NIC
-/// queue (hundreds in a large scenario), and a full-range histogram is 256 KiB. The
-/// buckets, and so every percentile, are the same as the full-range one's; a latency
-/// cannot exceed `LATENCY_MAX_NS` because no run is longer.
-fn histogram() -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("static bounds are valid");
-    h.auto(true);
-    h
-}
-
-/// Records `ns`, growing the histogram as needed (`saturating_record` would clamp to the
-/// current top instead of growing).
-fn record_latency(h: &mut Histogram<u64>, ns: u64) {
-    if h.record(ns).is_err() {
-        h.saturating_record(ns);
-    }
 }
 
 /// Checks the I/O part of a scenario.
@@ -473,7 +455,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             queue_source,
             vmd,
             wake: Wake::default(),
-            latency: histogram(),
+            latency: LatencyLog::new(),
             reaped: 0,
             interrupts: 0,
             empty_calls: 0,
@@ -560,7 +542,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 wake: Wake::default(),
                 napi_scheduled: false,
                 last_poll_under_budget: true,
-                latency: histogram(),
+                latency: LatencyLog::new(),
             });
         }
         io.nics.push(NicRt {
@@ -881,7 +863,7 @@ impl System {
         let cycles = rt.handler_cycles + n as f64 * reap_cycles;
         for e in &cq {
             let ns = now.since(e.submitted_at).as_ps().div_ceil(1000);
-            record_latency(&mut rt.latency, ns);
+            rt.latency.record(ns);
             let job = (e.tag >> 40) as u32;
             let j = &mut self.io.jobs[job as usize];
             j.queued += 1;
@@ -941,7 +923,7 @@ impl System {
                 let d = freq.cycles_f64(cycles);
                 let done = now + d;
                 for a in &arrivals {
-                    record_latency(&mut q.latency, done.since(*a).as_ps().div_ceil(1000));
+                    q.latency.record(done.since(*a).as_ps().div_ceil(1000));
                 }
                 q.last_poll_under_budget = r.under_budget;
                 self.io.arrivals = arrivals;
@@ -1145,7 +1127,7 @@ impl System {
 
     pub(super) fn io_report(&self) -> IoReport {
         let secs = self.now().as_secs_f64().max(1e-12);
-        let mut total_hist = histogram();
+        let mut total_hist = LatencyLog::new().histogram().into_owned();
         let mut total = NvmeReport {
             name: "total".into(),
             ..NvmeReport::default()
@@ -1173,9 +1155,11 @@ impl System {
                 interrupts: rt.interrupts,
                 interrupts_per_io: rt.interrupts as f64 / rt.reaped.max(1) as f64,
                 empty_handler_calls: rt.empty_calls,
-                latency_us: LatencyUs::of(&rt.latency),
+                latency_us: LatencyUs::of(&rt.latency.histogram()),
             };
-            total_hist.add(&rt.latency).expect("same bounds");
+            total_hist
+                .add(&*rt.latency.histogram())
+                .expect("same bounds");
             total.iops += r.iops;
             total.submitted += r.submitted;
             total.completed += r.completed;
@@ -1206,7 +1190,7 @@ impl System {
                     interrupts_per_packet: c.msis as f64 / c.rx_arrived.max(1) as f64,
                     polls: c.polls,
                     polls_at_budget: c.polls_at_budget,
-                    latency_us: LatencyUs::of(&qr.latency),
+                    latency_us: LatencyUs::of(&qr.latency.histogram()),
                 });
             }
         }

@@ -24,6 +24,7 @@ pub mod io;
 pub mod ioapic;
 pub mod ioapic_flow;
 pub mod iommu;
+mod latency_log;
 pub mod ledger;
 pub mod migration;
 pub mod observe;

@@ -1,0 +1,145 @@
+//! Per-device latency samples: a short buffer in front of a histogram.
+//!
+//! A system keeps one latency histogram per NVMe drive and per NIC queue. With three
+//! significant digits up to milliseconds each histogram's counts run to tens of KiB,
+//! so a `large` run (256 NIC queues, 16 drives) spread 26 MiB of counters over the
+//! heap, and every sample incremented one counter far from any other the run had just
+//! touched. Most of those histograms see a few hundred samples in a whole run.
+//!
+//! A [`LatencyLog`] appends each sample to a small vector and adds the vector to the
+//! histogram only when it fills, and once more when the histogram is read. A histogram
+//! holds counts, not order, so the counts, and every percentile and extreme read from
+//! them, are exactly those of recording each sample as it came. A log that never fills
+//! its buffer never grows its histogram at all.
+
+use hdrhistogram::Histogram;
+use std::borrow::Cow;
+
+/// Samples a log holds before it adds them to its histogram: 4 KiB of `u64`s.
+const BUFFERED_SAMPLES: usize = 512;
+
+/// Latency samples of one device, in ns, read back as a histogram.
+#[derive(Clone, Debug)]
+pub(super) struct LatencyLog {
+    histogram: Histogram<u64>,
+    unflushed: Vec<u64>,
+}
+
+impl Default for LatencyLog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyLog {
+    /// An empty log whose histogram starts at the smallest range and grows to the
+    /// largest sample it is given, with buckets, and so percentiles, identical to a
+    /// histogram allocated for the whole range up front.
+    pub fn new() -> LatencyLog {
+        let mut histogram =
+            Histogram::new_with_bounds(1, 2, 3).expect("static histogram bounds are valid");
+        histogram.auto(true);
+        LatencyLog {
+            histogram,
+            unflushed: Vec::new(),
+        }
+    }
+
+    /// Takes one sample.
+    pub fn record(&mut self, ns: u64) {
+        if self.unflushed.capacity() == 0 {
+            self.unflushed.reserve_exact(BUFFERED_SAMPLES);
+        }
+        self.unflushed.push(ns);
+        if self.unflushed.len() == BUFFERED_SAMPLES {
+            add_all(&mut self.histogram, &self.unflushed);
+            self.unflushed.clear();
+        }
+    }
+
+    /// Every sample taken so far, as one histogram. Borrowed when nothing waits in the
+    /// buffer; otherwise a copy with the buffer added, so reading never changes the log.
+    pub fn histogram(&self) -> Cow<'_, Histogram<u64>> {
+        if self.unflushed.is_empty() {
+            return Cow::Borrowed(&self.histogram);
+        }
+        let mut h = self.histogram.clone();
+        add_all(&mut h, &self.unflushed);
+        Cow::Owned(h)
+    }
+}
+
+/// Records every value, growing the histogram as needed (`saturating_record` alone
+/// would clamp to its current top instead of growing).
+fn add_all(h: &mut Histogram<u64>, values: &[u64]) {
+    for &ns in values {
+        if h.record(ns).is_err() {
+            h.saturating_record(ns);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn direct(values: &[u64]) -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, 2, 3).unwrap();
+        h.auto(true);
+        add_all(&mut h, values);
+        h
+    }
+
+    fn summary(h: &Histogram<u64>) -> Vec<u64> {
+        let mut s = vec![h.len(), h.min(), h.max()];
+        for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            s.push(h.value_at_quantile(q));
+        }
+        s.extend(h.iter_recorded().map(|v| v.count_at_value()));
+        s
+    }
+
+    #[test]
+    fn a_log_reads_back_the_histogram_of_recording_each_sample_as_it_came() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        // Fewer samples than the buffer holds, exactly a buffer, and several buffers
+        // plus a remainder; values spread over six decades so the histogram grows.
+        for n in [0, 1, 37, BUFFERED_SAMPLES, 3 * BUFFERED_SAMPLES + 5] {
+            let values: Vec<u64> = (0..n)
+                .map(|_| 10f64.powf(rng.gen_range(0.0..6.0)) as u64 + 1)
+                .collect();
+            let mut log = LatencyLog::new();
+            for &v in &values {
+                log.record(v);
+            }
+            let expected = direct(&values);
+            assert_eq!(summary(&log.histogram()), summary(&expected), "{n} samples");
+            assert_eq!(*log.histogram(), expected, "{n} samples");
+        }
+    }
+
+    #[test]
+    fn reading_a_log_does_not_change_it() {
+        let mut log = LatencyLog::new();
+        for v in [5, 500, 50_000] {
+            log.record(v);
+        }
+        let first = log.histogram().into_owned();
+        let second = log.histogram().into_owned();
+        assert_eq!(first, second);
+        log.record(7);
+        assert_eq!(log.histogram().len(), 4);
+    }
+
+    #[test]
+    fn a_log_that_never_fills_its_buffer_leaves_its_histogram_at_the_smallest_range() {
+        let mut log = LatencyLog::new();
+        let small = log.histogram.distinct_values();
+        for v in 0..(BUFFERED_SAMPLES as u64 - 1) {
+            log.record(1_000_000 + v);
+        }
+        assert_eq!(log.histogram.distinct_values(), small);
+        assert_eq!(log.histogram().max(), direct(&[1_000_000 + 510]).max());
+    }
+}
