@@ -18,7 +18,7 @@ use sim_core::SimTime;
 
 use super::cpu::{Deferred, HandlerRef};
 use super::fabric::{Landing, PortWrite};
-use super::latency_log::LatencyLog;
+use super::latency_log::{empty_histogram, LatencyLog};
 use super::ledger::MsiToken;
 use super::scenario::{Scenario, ScenarioError};
 use super::{CpuActivity, CpuState, Event, System};
@@ -1127,7 +1127,7 @@ impl System {
 
     pub(super) fn io_report(&self) -> IoReport {
         let secs = self.now().as_secs_f64().max(1e-12);
-        let mut total_hist = LatencyLog::new().histogram().into_owned();
+        let mut total_hist = empty_histogram();
         let mut total = NvmeReport {
             name: "total".into(),
             ..NvmeReport::default()

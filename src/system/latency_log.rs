@@ -10,7 +10,8 @@
 //! histogram only when it fills, and once more when the histogram is read. A histogram
 //! holds counts, not order, so the counts, and every percentile and extreme read from
 //! them, are exactly those of recording each sample as it came. A log that never fills
-//! its buffer never grows its histogram at all.
+//! its buffer never allocates a histogram at all: even at its smallest range one holds
+//! 2,048 counters (16 KiB) at three significant digits.
 
 use hdrhistogram::Histogram;
 use std::borrow::Cow;
@@ -21,7 +22,8 @@ const BUFFERED_SAMPLES: usize = 512;
 /// Latency samples of one device, in ns, read back as a histogram.
 #[derive(Clone, Debug)]
 pub(super) struct LatencyLog {
-    histogram: Histogram<u64>,
+    /// Created when the buffer first fills.
+    histogram: Option<Histogram<u64>>,
     unflushed: Vec<u64>,
 }
 
@@ -32,15 +34,10 @@ impl Default for LatencyLog {
 }
 
 impl LatencyLog {
-    /// An empty log whose histogram starts at the smallest range and grows to the
-    /// largest sample it is given, with buckets, and so percentiles, identical to a
-    /// histogram allocated for the whole range up front.
+    /// An empty log; it allocates nothing until its first sample.
     pub fn new() -> LatencyLog {
-        let mut histogram =
-            Histogram::new_with_bounds(1, 2, 3).expect("static histogram bounds are valid");
-        histogram.auto(true);
         LatencyLog {
-            histogram,
+            histogram: None,
             unflushed: Vec::new(),
         }
     }
@@ -52,7 +49,10 @@ impl LatencyLog {
         }
         self.unflushed.push(ns);
         if self.unflushed.len() == BUFFERED_SAMPLES {
-            add_all(&mut self.histogram, &self.unflushed);
+            add_all(
+                self.histogram.get_or_insert_with(empty_histogram),
+                &self.unflushed,
+            );
             self.unflushed.clear();
         }
     }
@@ -60,13 +60,24 @@ impl LatencyLog {
     /// Every sample taken so far, as one histogram. Borrowed when nothing waits in the
     /// buffer; otherwise a copy with the buffer added, so reading never changes the log.
     pub fn histogram(&self) -> Cow<'_, Histogram<u64>> {
-        if self.unflushed.is_empty() {
-            return Cow::Borrowed(&self.histogram);
+        match (&self.histogram, self.unflushed.is_empty()) {
+            (Some(h), true) => Cow::Borrowed(h),
+            (h, _) => {
+                let mut h = h.clone().unwrap_or_else(empty_histogram);
+                add_all(&mut h, &self.unflushed);
+                Cow::Owned(h)
+            }
         }
-        let mut h = self.histogram.clone();
-        add_all(&mut h, &self.unflushed);
-        Cow::Owned(h)
     }
+}
+
+/// A histogram that starts at the smallest range and grows to the largest sample it is
+/// given, with buckets, and so percentiles, identical to one allocated for the whole
+/// range up front.
+pub(super) fn empty_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("static histogram bounds are valid");
+    h.auto(true);
+    h
 }
 
 /// Records every value, growing the histogram as needed (`saturating_record` alone
@@ -85,8 +96,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn direct(values: &[u64]) -> Histogram<u64> {
-        let mut h = Histogram::new_with_bounds(1, 2, 3).unwrap();
-        h.auto(true);
+        let mut h = empty_histogram();
         add_all(&mut h, values);
         h
     }
@@ -133,13 +143,16 @@ mod tests {
     }
 
     #[test]
-    fn a_log_that_never_fills_its_buffer_leaves_its_histogram_at_the_smallest_range() {
+    fn a_log_allocates_its_histogram_only_when_its_buffer_fills() {
         let mut log = LatencyLog::new();
-        let small = log.histogram.distinct_values();
         for v in 0..(BUFFERED_SAMPLES as u64 - 1) {
             log.record(1_000_000 + v);
         }
-        assert_eq!(log.histogram.distinct_values(), small);
+        assert!(log.histogram.is_none());
         assert_eq!(log.histogram().max(), direct(&[1_000_000 + 510]).max());
+        log.record(5);
+        assert!(log.histogram.is_some());
+        assert!(log.unflushed.is_empty());
+        assert_eq!(log.histogram().min(), direct(&[5]).min());
     }
 }
