@@ -1141,6 +1141,7 @@ impl System {
                 .iter()
                 .filter(|j| j.drive as usize == d)
                 .fold((0, 0), |(q, r), j| (q + j.queued, r + j.rejected));
+            let latency = rt.latency.histogram();
             let r = NvmeReport {
                 name: rt.name.clone(),
                 iops: rt.reaped as f64 / secs,
@@ -1155,11 +1156,9 @@ impl System {
                 interrupts: rt.interrupts,
                 interrupts_per_io: rt.interrupts as f64 / rt.reaped.max(1) as f64,
                 empty_handler_calls: rt.empty_calls,
-                latency_us: LatencyUs::of(&rt.latency.histogram()),
+                latency_us: LatencyUs::of(&latency),
             };
-            total_hist
-                .add(&*rt.latency.histogram())
-                .expect("same bounds");
+            total_hist.add(&*latency).expect("same bounds");
             total.iops += r.iops;
             total.submitted += r.submitted;
             total.completed += r.completed;

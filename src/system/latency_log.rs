@@ -2,7 +2,7 @@
 //!
 //! A system keeps one latency histogram per NVMe drive and per NIC queue. With three
 //! significant digits up to milliseconds each histogram's counts run to tens of KiB,
-//! so a `large` run (256 NIC queues, 16 drives) spread 26 MiB of counters over the
+//! so a `large` run (256 NIC queues, 16 drives) spread 26 MB of counters over the
 //! heap, and every sample incremented one counter far from any other the run had just
 //! touched. Most of those histograms see a few hundred samples in a whole run.
 //!
@@ -20,26 +20,17 @@ use std::borrow::Cow;
 const BUFFERED_SAMPLES: usize = 512;
 
 /// Latency samples of one device, in ns, read back as a histogram.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct LatencyLog {
     /// Created when the buffer first fills.
     histogram: Option<Histogram<u64>>,
     unflushed: Vec<u64>,
 }
 
-impl Default for LatencyLog {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl LatencyLog {
     /// An empty log; it allocates nothing until its first sample.
     pub fn new() -> LatencyLog {
-        LatencyLog {
-            histogram: None,
-            unflushed: Vec::new(),
-        }
+        LatencyLog::default()
     }
 
     /// Takes one sample.
