@@ -455,7 +455,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             queue_source,
             vmd,
             wake: Wake::default(),
-            latency: LatencyLog::new(),
+            latency: LatencyLog::default(),
             reaped: 0,
             interrupts: 0,
             empty_calls: 0,
@@ -542,7 +542,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 wake: Wake::default(),
                 napi_scheduled: false,
                 last_poll_under_budget: true,
-                latency: LatencyLog::new(),
+                latency: LatencyLog::default(),
             });
         }
         io.nics.push(NicRt {
