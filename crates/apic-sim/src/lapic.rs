@@ -166,13 +166,19 @@ pub enum IgnoreReason {
 /// After any input, the engine re-reads [`deliverable`](Self::deliverable): inputs
 /// may set IRR bits (self IPI, error interrupt, timer) or change PPR.
 #[derive(Clone, Debug)]
+// In declaration order: the fields every interrupt reads (IRR and ISR, then ID, SVR
+// and TPR) fill the struct's first 80 bytes, and the timer, which the interrupt path
+// never touches, goes last. An engine keeps one of these per CPU, thousands of them.
+#[repr(C)]
 pub struct LocalApic {
-    pub(crate) id: ApicId,
     pub(crate) irr: VectorSet,
     pub(crate) isr: VectorSet,
-    pub(crate) tmr: VectorSet,
-    pub(crate) tpr: u8,
+    pub(crate) id: ApicId,
     pub(crate) svr: u32,
+    pub(crate) tpr: u8,
+    /// Set by INIT, cleared by the SIPI that starts the core.
+    pub(crate) wait_for_sipi: bool,
+    pub(crate) tmr: VectorSet,
     /// Errors detected since the last ESR write (not yet visible to reads).
     pub(crate) esr_pending: u32,
     /// The value ESR reads return: what `esr_pending` held at the last ESR write.
@@ -182,8 +188,6 @@ pub struct LocalApic {
     /// Last value written to ICR (bit 12 cleared), for debugging reads.
     pub(crate) icr: u64,
     pub(crate) timer: ApicTimer,
-    /// Set by INIT, cleared by the SIPI that starts the core.
-    pub(crate) wait_for_sipi: bool,
 }
 
 impl LocalApic {

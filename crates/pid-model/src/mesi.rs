@@ -428,17 +428,21 @@ impl TransitionCounts {
 
 /// One cache line, its coherence state across agents, counters and occupancy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// In declaration order: what every operation reads (the data, the holders, where the
+// line lives, when it is free) comes first, and the counters last. A simulator keeps
+// one descriptor line per CPU, thousands of them.
+#[repr(C)]
 pub struct Line<D> {
     desc: D,
-    home_socket: u16,
     /// Agents holding the line in M, E or S (never I); each at most once.
     holders: Vec<(Agent, Mesi)>,
-    residence: Residence,
-    counters: Vec<(Agent, AgentCounters)>,
-    transitions: Vec<(Agent, TransitionCounts)>,
     /// When the transfer in flight ends (no transfer: any time in the past).
     busy_until: SimTime,
+    home_socket: u16,
+    residence: Residence,
     occupancy: Occupancy,
+    counters: Vec<(Agent, AgentCounters)>,
+    transitions: Vec<(Agent, TransitionCounts)>,
 }
 
 impl PidLine {
