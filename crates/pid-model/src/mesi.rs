@@ -252,8 +252,27 @@ impl LineOp {
         self.class() != OpClass::Load
     }
 
+    /// Whether [`LineOp::validate`] would accept `op` from `agent`, without building
+    /// its error: the check every access makes, so it stays a few compares.
+    #[inline]
+    pub fn is_allowed(&self, agent: Agent) -> bool {
+        let (in_range, is_post, dma_ok) = match *self {
+            LineOp::Load { word } | LineOp::Store { word, .. } => (word < PID_WORDS, false, true),
+            LineOp::Xchg { word, .. } => (word < PID_WORDS, false, false),
+            LineOp::LockedBitSet { bit }
+            | LineOp::LockedBitClear { bit }
+            | LineOp::LockedTestAndSet { bit }
+            | LineOp::LockedTestAndClear { bit } => (bit < PID_BITS, false, false),
+            LineOp::IommuPost { .. } => (true, true, false),
+        };
+        in_range && is_post == agent.is_iommu() && (dma_ok || !agent.is_dma())
+    }
+
     /// Checks word and bit ranges and that only the IOMMU posts (and only posts).
     pub fn validate(&self, agent: Agent) -> Result<(), PidError> {
+        if self.is_allowed(agent) {
+            return Ok(());
+        }
         match *self {
             LineOp::Load { word } | LineOp::Store { word, .. } | LineOp::Xchg { word, .. } => {
                 if word >= PID_WORDS {
@@ -627,16 +646,16 @@ impl<D: LineData> Line<D> {
     /// # Panics
     /// If `op` is invalid for `agent` (see [`LineOp::validate`]).
     pub fn cost(&self, agent: Agent, op: &LineOp, costs: &LineCosts, cpu_freq: Freq) -> Duration {
-        if let Err(e) = self.validate_op(agent, op) {
-            panic!("Line::cost: {e}");
+        if !self.op_allowed(agent, op) {
+            self.refuse("Line::cost", agent, op);
         }
         costs.access_cost(self.classify(agent, op), op.class(), cpu_freq)
     }
 
     /// [`Line::cost`] with the prices of one core clock already worked out.
     pub fn cost_priced(&self, agent: Agent, op: &LineOp, prices: &PricedLineCosts) -> Duration {
-        if let Err(e) = self.validate_op(agent, op) {
-            panic!("Line::cost: {e}");
+        if !self.op_allowed(agent, op) {
+            self.refuse("Line::cost", agent, op);
         }
         prices.get(self.classify(agent, op), op.class())
     }
@@ -688,8 +707,8 @@ impl<D: LineData> Line<D> {
     /// If `op` is invalid for `agent` (see [`LineOp::validate`]); callers taking ops
     /// from user input should call `validate` first.
     pub fn perform(&mut self, agent: Agent, op: LineOp) -> OpResult {
-        if let Err(e) = self.validate_op(agent, &op) {
-            panic!("Line::perform: {e}");
+        if !self.op_allowed(agent, &op) {
+            self.refuse("Line::perform", agent, &op);
         }
         let from = self.state(agent);
         let kind = self.classify_from(agent, from, &op);
@@ -824,6 +843,23 @@ impl<D: LineData> Line<D> {
             from: Mesi::I,
             to: Mesi::I,
         })
+    }
+
+    /// Whether [`Line::validate_op`] would accept `op` from `agent`; the check on every
+    /// access, which leaves building the error to the panic.
+    #[inline]
+    fn op_allowed(&self, agent: Agent, op: &LineOp) -> bool {
+        op.is_allowed(agent) && (D::POSTABLE || !matches!(op, LineOp::IommuPost { .. }))
+    }
+
+    /// Panics with `validate_op`'s error for an access `op_allowed` refused.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, caller: &str, agent: Agent, op: &LineOp) -> ! {
+        match self.validate_op(agent, op) {
+            Err(e) => panic!("{caller}: {e}"),
+            Ok(()) => unreachable!("{caller}: op_allowed and validate_op disagree on {op:?}"),
+        }
     }
 
     /// [`LineOp::validate`], and that only a descriptor line is posted into.
@@ -976,6 +1012,63 @@ mod tests {
             vector: Vector(v),
             urg: false,
         }
+    }
+
+    /// Every kind of operation, with word and bit indices on both sides of their range.
+    fn ops_around_the_ranges() -> Vec<LineOp> {
+        let mut ops = vec![post(0x40)];
+        for word in [0, PID_WORDS - 1, PID_WORDS, usize::MAX] {
+            ops.push(LineOp::Load { word });
+            ops.push(LineOp::Store { word, value: 1 });
+            ops.push(LineOp::Xchg { word, value: 1 });
+        }
+        for bit in [0, ON_BIT, PID_BITS - 1, PID_BITS, u32::MAX] {
+            ops.push(LineOp::LockedBitSet { bit });
+            ops.push(LineOp::LockedBitClear { bit });
+            ops.push(LineOp::LockedTestAndSet { bit });
+            ops.push(LineOp::LockedTestAndClear { bit });
+        }
+        ops
+    }
+
+    #[test]
+    fn the_fast_check_accepts_exactly_what_validate_accepts_and_refusals_carry_an_error() {
+        let dma = Agent::dma(3, 0);
+        let mut refused = 0;
+        for op in ops_around_the_ranges() {
+            for agent in [C0, C2, IO, dma] {
+                // Written from the rules, not from either implementation.
+                let in_range = match op {
+                    LineOp::Load { word }
+                    | LineOp::Store { word, .. }
+                    | LineOp::Xchg { word, .. } => word < PID_WORDS,
+                    LineOp::IommuPost { .. } => true,
+                    LineOp::LockedBitSet { bit }
+                    | LineOp::LockedBitClear { bit }
+                    | LineOp::LockedTestAndSet { bit }
+                    | LineOp::LockedTestAndClear { bit } => bit < PID_BITS,
+                };
+                let is_post = matches!(op, LineOp::IommuPost { .. });
+                let plain = matches!(op, LineOp::Load { .. } | LineOp::Store { .. });
+                let expected = in_range && is_post == (agent == IO) && (agent != dma || plain);
+                assert_eq!(op.is_allowed(agent), expected, "{op:?} by {agent}");
+                assert_eq!(op.validate(agent).is_ok(), expected, "{op:?} by {agent}");
+                let line = PidLine::new(0);
+                assert_eq!(line.op_allowed(agent, &op), expected, "{op:?} by {agent}");
+                refused += usize::from(!expected);
+            }
+        }
+        assert!(
+            refused > 40,
+            "the grid must exercise refusals, got {refused}"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "Line::perform: ")]
+    fn performing_a_refused_operation_panics_with_the_validation_error() {
+        let mut line = PidLine::new(0);
+        line.perform(C0, LineOp::Load { word: PID_WORDS });
     }
 
     /// Runs `op`, checking that `cost` (before) matches the performed kind.
