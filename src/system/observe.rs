@@ -346,7 +346,17 @@ impl super::System {
 
     /// Reports every agent whose state of CPU `line`'s descriptor line differs from
     /// `before`, and the PIR population.
+    // Inlined down to the observer check: every descriptor-line access calls this, and
+    // an unobserved run paid a call for nothing (1.1% of `nvme-posted` in perf).
+    #[inline(always)]
     pub(super) fn emit_line_changes(&mut self, t: SimTime, line: u32, before: &[(Agent, Mesi)]) {
+        if self.observer.is_some() {
+            self.emit_observed_line_changes(t, line, before);
+        }
+    }
+
+    #[inline(never)]
+    fn emit_observed_line_changes(&mut self, t: SimTime, line: u32, before: &[(Agent, Mesi)]) {
         let Some(o) = self.observer.as_deref_mut() else {
             return;
         };
