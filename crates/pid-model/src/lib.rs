@@ -54,6 +54,7 @@
 pub mod costs;
 pub mod desc;
 pub mod mesi;
+pub mod op;
 
 pub use costs::{LineCosts, PricedLineCosts};
 pub use desc::{is_pid_aligned, Notification, PiDesc, PostResult, PID_ALIGN};
