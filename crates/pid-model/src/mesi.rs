@@ -949,6 +949,15 @@ mod tests {
                 assert_eq!(op.validate(agent).is_ok(), expected, "{op:?} by {agent}");
                 let line = PidLine::new(0);
                 assert_eq!(line.op_allowed(agent, &op), expected, "{op:?} by {agent}");
+                // A line without a descriptor refuses every post as well.
+                let plain_line = DataLine::with_data(Words([0; PID_WORDS]), 0);
+                let on_plain = expected && !is_post;
+                assert_eq!(
+                    plain_line.op_allowed(agent, &op),
+                    on_plain,
+                    "{op:?} by {agent}"
+                );
+                assert_eq!(plain_line.validate_op(agent, &op).is_ok(), on_plain);
                 refused += usize::from(!expected);
             }
         }

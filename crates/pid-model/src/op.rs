@@ -31,8 +31,9 @@ pub enum LineOp {
     LockedTestAndSet { bit: u32 },
     /// `LOCK BTR` (Linux `test_and_clear_bit`); returns the old bit.
     LockedTestAndClear { bit: u32 },
-    /// The IOMMU's atomic 64-byte update ([`PiDesc::post`](crate::desc::PiDesc::post)). Only an IOMMU agent may
-    /// issue it, and an IOMMU issues nothing else.
+    /// The IOMMU's atomic 64-byte update
+    /// ([`PiDesc::post`](crate::desc::PiDesc::post)). Only an IOMMU agent may issue
+    /// it, and an IOMMU issues nothing else.
     IommuPost { vector: Vector, urg: bool },
 }
 
@@ -78,6 +79,7 @@ impl LineOp {
             | LineOp::LockedTestAndClear { bit } => (bit < PID_BITS, false, false),
             LineOp::IommuPost { .. } => (true, true, false),
         };
+        // A DMA master reads and writes whole words; it has no locked operations.
         in_range && is_post == agent.is_iommu() && (dma_ok || !agent.is_dma())
     }
 
@@ -86,31 +88,25 @@ impl LineOp {
         if self.is_allowed(agent) {
             return Ok(());
         }
+        // `is_allowed` holds the rules; this only names the one broken, a range first.
         match *self {
-            LineOp::Load { word } | LineOp::Store { word, .. } | LineOp::Xchg { word, .. } => {
-                if word >= PID_WORDS {
-                    return Err(PidError::WordOutOfRange { word });
-                }
+            LineOp::Load { word } | LineOp::Store { word, .. } | LineOp::Xchg { word, .. }
+                if word >= PID_WORDS =>
+            {
+                Err(PidError::WordOutOfRange { word })
             }
             LineOp::LockedBitSet { bit }
             | LineOp::LockedBitClear { bit }
             | LineOp::LockedTestAndSet { bit }
-            | LineOp::LockedTestAndClear { bit } => {
-                if bit >= PID_BITS {
-                    return Err(PidError::BitOutOfRange { bit });
-                }
+            | LineOp::LockedTestAndClear { bit }
+                if bit >= PID_BITS =>
+            {
+                Err(PidError::BitOutOfRange { bit })
             }
-            LineOp::IommuPost { .. } => {}
-        }
-        let is_post = matches!(self, LineOp::IommuPost { .. });
-        // A DMA master reads and writes whole words; it has no locked operations.
-        let dma_ok = matches!(self, LineOp::Load { .. } | LineOp::Store { .. });
-        if is_post != agent.is_iommu() || (agent.is_dma() && !dma_ok) {
-            return Err(PidError::OpNotAllowed {
+            _ => Err(PidError::OpNotAllowed {
                 agent: agent.to_string(),
                 op: format!("{self:?}"),
-            });
+            }),
         }
-        Ok(())
     }
 }
