@@ -374,6 +374,32 @@ mod tests {
     }
 
     #[test]
+    fn a_spread_bucket_hands_out_its_same_instant_events_by_priority_then_fifo() {
+        // From base 0, times 1000 to 1010 share one bucket (0x3E8..0x3F2: level 2,
+        // digit 3). The first event at the minimum in the bucket is not the one that
+        // must run first, and a later event is due in between by time only.
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(1010), Priority::DEVICE, "1010");
+        q.schedule(SimTime(1000), Priority::CPU, "1000 cpu first");
+        q.schedule(SimTime(1001), Priority::DEVICE, "1001");
+        q.schedule(SimTime(1000), Priority::IOMMU, "1000 iommu");
+        q.schedule(SimTime(1000), Priority::CPU, "1000 cpu second");
+        q.schedule(SimTime(1000), Priority::DEVICE, "1000 device");
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            popped,
+            [
+                (SimTime(1000), "1000 device"),
+                (SimTime(1000), "1000 iommu"),
+                (SimTime(1000), "1000 cpu first"),
+                (SimTime(1000), "1000 cpu second"),
+                (SimTime(1001), "1001"),
+                (SimTime(1010), "1010"),
+            ]
+        );
+    }
+
+    #[test]
     fn an_event_scheduled_at_the_current_instant_with_a_higher_priority_runs_next() {
         let mut q = EventQueue::new();
         q.schedule(SimTime(7), Priority::CPU, "cpu");
