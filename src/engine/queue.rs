@@ -90,6 +90,9 @@ struct Bucket<E> {
     entries: Vec<Entry<E>>,
 }
 
+// The layout the comment above relies on: a `Vec` is three words whatever it holds.
+const _: () = assert!(std::mem::size_of::<Bucket<()>>() == 32);
+
 /// A deterministic discrete-event queue.
 ///
 /// A radix heap on the event time (Ahuja, Mehlhorn, Orlin and Tarjan, 1990), with
