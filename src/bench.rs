@@ -96,7 +96,8 @@ pub fn ping_binary_heap(pending: u64, events: u64, seed: u64) -> EngineBench {
     EngineBench::new("binary-heap", pending, events, secs, now)
 }
 
-/// One whole-scenario measurement.
+/// One whole-scenario measurement. With several rounds, every figure but the lists of
+/// rounds is that of the median round (see [`bench_scenario_rounds`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct ScenarioBench {
     /// The scenario's name.
@@ -130,6 +131,25 @@ pub struct ScenarioBench {
     /// `None` when the comparison was not asked for.
     pub heap: Option<EngineBench>,
     /// `ns_per_event` over the heap loop's ns per event.
+    pub ratio_to_heap: Option<f64>,
+    /// Rounds run: each builds and runs the scenario, then runs the heap loop if asked.
+    pub rounds: Vec<BenchRound>,
+    /// Least and greatest `ns_per_event` over the rounds.
+    pub ns_per_event_range: [f64; 2],
+    /// Least and greatest `ratio_to_heap` over the rounds.
+    pub ratio_to_heap_range: Option<[f64; 2]>,
+}
+
+/// The figures of one round of [`bench_scenario_rounds`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct BenchRound {
+    /// Wall-clock time of the scenario's run, s.
+    pub wall_seconds: f64,
+    /// Wall-clock ns per event of the scenario's run.
+    pub ns_per_event: f64,
+    /// The heap loop's ns per event, when it ran.
+    pub heap_ns_per_event: Option<f64>,
+    /// `ns_per_event` over `heap_ns_per_event`.
     pub ratio_to_heap: Option<f64>,
 }
 
@@ -166,47 +186,118 @@ pub fn bench_scenario(
     scenario: &Scenario,
     against_heap: bool,
 ) -> Result<ScenarioBench, crate::ScenarioError> {
+    bench_scenario_rounds(scenario, against_heap, 1)
+}
+
+/// One timed run of the scenario, built afresh.
+struct ModelRun {
+    build_seconds: f64,
+    wall_seconds: f64,
+    events: u64,
+    msis: u64,
+    sim_time_us: f64,
+}
+
+fn run_model(scenario: &Scenario) -> Result<ModelRun, crate::ScenarioError> {
     let building = Instant::now();
     let mut sys = System::new(scenario)?;
     let build_seconds = building.elapsed().as_secs_f64();
     let start = Instant::now();
     sys.run_to_end();
-    let secs = start.elapsed().as_secs_f64();
-    let msis = sys.msis_generated();
-    let events = sys.events();
+    let wall_seconds = start.elapsed().as_secs_f64();
+    Ok(ModelRun {
+        build_seconds,
+        wall_seconds,
+        events: sys.events(),
+        msis: sys.msis_generated(),
+        sim_time_us: sys.now().as_ns_f64() / 1e3,
+    })
+}
+
+/// Like [`bench_scenario`], in `rounds` rounds (at least one): each builds and runs the
+/// scenario, then, with `against_heap`, runs the heap loop at once, so that the two
+/// figures of a round meet the host in the same mood. The mean pending count is measured
+/// once, as the runs are identical. The figures reported are those of the median round,
+/// ranked by its ratio to the heap loop (by its ns per event without the loop); with an
+/// even count, the lower of the two middle rounds. On a shared host whose speed drifts
+/// from one second to the next, the ratio within a round is steadier than either time.
+pub fn bench_scenario_rounds(
+    scenario: &Scenario,
+    against_heap: bool,
+    rounds: u32,
+) -> Result<ScenarioBench, crate::ScenarioError> {
+    let rounds = rounds.max(1);
+    let first = run_model(scenario)?;
+    // Taken before any heap loop runs: the scenario's own high-water mark.
     let peak_rss_bytes = peak_rss_bytes();
-    let sim_time_us = sys.now().as_ns_f64() / 1e3;
-    drop(sys);
-    let ns_per_event = secs * 1e9 / events.max(1) as f64;
-    let (mean_pending, heap) = if against_heap {
+    let heap_setup = if against_heap {
         let mean = mean_pending(scenario)?;
         let pending = (mean.round() as u64).max(1);
-        let heap_events = events.clamp(HEAP_EVENTS_MIN, HEAP_EVENTS_MAX);
-        (
-            mean,
-            Some(ping_binary_heap(pending, heap_events, scenario.seed)),
-        )
+        let heap_events = first.events.clamp(HEAP_EVENTS_MIN, HEAP_EVENTS_MAX);
+        Some((mean, pending, heap_events))
     } else {
-        (0.0, None)
+        None
     };
-    let ratio_to_heap = heap
-        .as_ref()
-        .map(|h| ns_per_event / h.ns_per_event.max(1e-12));
+    let mut runs = Vec::with_capacity(rounds as usize);
+    let mut model = Some(first);
+    for _ in 0..rounds {
+        let run = match model.take() {
+            Some(run) => run,
+            None => run_model(scenario)?,
+        };
+        let heap =
+            heap_setup.map(|(_, pending, events)| ping_binary_heap(pending, events, scenario.seed));
+        runs.push((run, heap));
+    }
+    let figures: Vec<BenchRound> = runs
+        .iter()
+        .map(|(run, heap)| {
+            let ns_per_event = run.wall_seconds * 1e9 / run.events.max(1) as f64;
+            BenchRound {
+                wall_seconds: run.wall_seconds,
+                ns_per_event,
+                heap_ns_per_event: heap.as_ref().map(|h| h.ns_per_event),
+                ratio_to_heap: heap
+                    .as_ref()
+                    .map(|h| ns_per_event / h.ns_per_event.max(1e-12)),
+            }
+        })
+        .collect();
+    let rank = |r: &BenchRound| r.ratio_to_heap.unwrap_or(r.ns_per_event);
+    let mut order: Vec<usize> = (0..figures.len()).collect();
+    order.sort_by(|&a, &b| rank(&figures[a]).total_cmp(&rank(&figures[b])));
+    let median = order[(order.len() - 1) / 2];
+    let range = |f: &dyn Fn(&BenchRound) -> f64| {
+        figures
+            .iter()
+            .map(f)
+            .fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], x| {
+                [lo.min(x), hi.max(x)]
+            })
+    };
+    let ns_per_event_range = range(&|r| r.ns_per_event);
+    let ratio_to_heap_range =
+        against_heap.then(|| range(&|r| r.ratio_to_heap.expect("the loop ran each round")));
+    let (run, heap) = runs.swap_remove(median);
+    let secs = run.wall_seconds;
     Ok(ScenarioBench {
         scenario: scenario.name.clone(),
-        sim_time_us,
-        build_seconds,
+        sim_time_us: run.sim_time_us,
+        build_seconds: run.build_seconds,
         wall_seconds: secs,
-        events,
-        msis,
-        events_per_sec: events as f64 / secs.max(1e-12),
-        msis_per_sec: msis as f64 / secs.max(1e-12),
-        events_per_msi: events as f64 / msis.max(1) as f64,
+        events: run.events,
+        msis: run.msis,
+        events_per_sec: run.events as f64 / secs.max(1e-12),
+        msis_per_sec: run.msis as f64 / secs.max(1e-12),
+        events_per_msi: run.events as f64 / run.msis.max(1) as f64,
         peak_rss_bytes,
-        ns_per_event,
-        mean_pending,
+        ns_per_event: figures[median].ns_per_event,
+        mean_pending: heap_setup.map_or(0.0, |(mean, ..)| mean),
         heap,
-        ratio_to_heap,
+        ratio_to_heap: figures[median].ratio_to_heap,
+        rounds: figures,
+        ns_per_event_range,
+        ratio_to_heap_range,
     })
 }
 
@@ -272,5 +363,42 @@ mod tests {
         );
         assert!(b.ratio_to_heap.unwrap() > 0.0);
         assert!(bench_scenario(&sc, false).unwrap().heap.is_none());
+    }
+
+    #[test]
+    fn several_rounds_report_the_median_round_and_the_range() {
+        let mut sc =
+            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
+        sc.duration_us = 100.0;
+        let b = bench_scenario_rounds(&sc, true, 3).unwrap();
+        assert_eq!(b.rounds.len(), 3);
+        let mut ratios: Vec<f64> = b.rounds.iter().map(|r| r.ratio_to_heap.unwrap()).collect();
+        ratios.sort_by(f64::total_cmp);
+        assert_eq!(b.ratio_to_heap, Some(ratios[1]));
+        assert_eq!(b.ratio_to_heap_range, Some([ratios[0], ratios[2]]));
+        // Every top-level figure comes from that one round, so they agree with each other.
+        let chosen = b
+            .rounds
+            .iter()
+            .find(|r| r.ratio_to_heap == b.ratio_to_heap)
+            .unwrap();
+        assert_eq!(b.ns_per_event, chosen.ns_per_event);
+        assert_eq!(b.wall_seconds, chosen.wall_seconds);
+        assert_eq!(
+            b.heap.as_ref().map(|h| h.ns_per_event),
+            chosen.heap_ns_per_event
+        );
+        assert_eq!(b.events_per_sec, b.events as f64 / b.wall_seconds);
+
+        // Without the loop, rounds rank by their own time; of four, the lower middle.
+        let alone = bench_scenario_rounds(&sc, false, 4).unwrap();
+        let mut times: Vec<f64> = alone.rounds.iter().map(|r| r.ns_per_event).collect();
+        times.sort_by(f64::total_cmp);
+        assert_eq!(alone.ns_per_event, times[1]);
+        assert_eq!(alone.ns_per_event_range, [times[0], times[3]]);
+        assert!(alone.heap.is_none() && alone.ratio_to_heap_range.is_none());
+        assert!(alone.rounds.iter().all(|r| r.heap_ns_per_event.is_none()));
+        // Every round ran the same simulation.
+        assert_eq!(alone.events, b.events);
     }
 }

@@ -52,6 +52,11 @@ enum BenchCommand {
         /// pending count (which costs a second, untimed run of the scenario).
         #[arg(long)]
         no_heap: bool,
+        /// Run this many rounds (each the scenario, then the heap loop) and report the
+        /// median round by its ratio to the heap loop, with the range over all rounds:
+        /// steadier than one round on a host whose speed drifts.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        rounds: u32,
         #[arg(long)]
         json: bool,
     },
@@ -102,13 +107,15 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
             scenario,
             duration_us,
             no_heap,
+            rounds,
             json,
         } => {
             let mut sc = load_scenario(&scenario).map_err(|e| e.to_string())?;
             if let Some(us) = duration_us {
                 sc.duration_us = us;
             }
-            let b = irqsim::bench::bench_scenario(&sc, !no_heap).map_err(|e| e.to_string())?;
+            let b = irqsim::bench::bench_scenario_rounds(&sc, !no_heap, rounds)
+                .map_err(|e| e.to_string())?;
             if json {
                 return print_stdout(&serde_json::to_string_pretty(&b).expect("serializes"));
             }
@@ -130,6 +137,19 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                     "  {:.1} ns/event at {:.1} mean pending events; a plain BinaryHeap loop at {} pending: {:.1} ns/event; ratio {:.2}",
                     b.ns_per_event, b.mean_pending, heap.pending, heap.ns_per_event, ratio
                 );
+            }
+            if b.rounds.len() > 1 {
+                let [lo, hi] = b.ns_per_event_range;
+                print!(
+                    "  median of {} rounds; model {:.1}-{:.1} ns/event",
+                    b.rounds.len(),
+                    lo,
+                    hi
+                );
+                match b.ratio_to_heap_range {
+                    Some([lo, hi]) => println!(", ratio to the heap loop {lo:.2}-{hi:.2}"),
+                    None => println!(),
+                }
             }
             Ok(())
         }

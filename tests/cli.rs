@@ -166,6 +166,33 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
 }
 
 #[test]
+fn bench_scenario_rounds_report_each_round_and_the_median() {
+    let v = irqsim_json(&[
+        "bench",
+        "scenario",
+        "default",
+        "--duration-us",
+        "100",
+        "--rounds",
+        "3",
+        "--json",
+    ]);
+    let rounds = v["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    let ratio = v["ratio_to_heap"].as_f64().unwrap();
+    let range = v["ratio_to_heap_range"].as_array().unwrap();
+    let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+    assert!(lo <= ratio && ratio <= hi, "{lo} <= {ratio} <= {hi}");
+    assert!(rounds
+        .iter()
+        .any(|r| r["ratio_to_heap"].as_f64() == Some(ratio)));
+
+    let bad = irqsim(&["bench", "scenario", "default", "--rounds", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--rounds"));
+}
+
+#[test]
 fn platforms_lists_the_profiles_and_shows_one_with_sources() {
     let all = irqsim_json(&["platforms", "--json"]);
     let names: Vec<&str> = all
