@@ -8,9 +8,13 @@
 #   scripts/per-event-counts.sh default 10000 20000 /tmp/irqsim.before
 #
 # Prints one line of per-event figures, then the functions that gain the most L1 data
-# misses per event between the two runs. The counts are valgrind's simulation of the
-# simulator's own code (L1 sizes as this host reports them, a last level of LL_BYTES,
-# 2 MiB unless set), not hardware counters and not a property of the modelled machine.
+# misses per event between the two runs, and those that gain the most last-level data
+# misses. The counts are valgrind's simulation of the simulator's own code (L1 sizes as
+# this host reports them; a last level of LL_BYTES, by default this host's per-core L2
+# as sysfs gives it, else 2 MiB), not hardware counters and not a property of the
+# modelled machine. The L2 stands in for the last level because it is the last cache a
+# core has to itself: a miss there goes to a shared L3, which costs a `large` event
+# most on hosts with the smallest L2.
 # Deterministic: the same binary and scenario give the same counts on any host with the
 # same cache sizes, which makes small layout changes measurable where wall time is not.
 #
@@ -30,14 +34,33 @@ fi
 scenario=$1 short=$2 long=$3
 cd "$(dirname "$0")/.."
 bin=${4:-target/release/irqsim}
-ll=${LL_BYTES:-2097152}
+# The per-core L2's size from sysfs ("1024K"), in bytes; empty if sysfs does not say.
+host_l2_bytes() {
+  local d
+  for d in /sys/devices/system/cpu/cpu0/cache/index*; do
+    if [ "$(cat "$d/level" 2>/dev/null)" = 2 ]; then
+      local size
+      size=$(cat "$d/size" 2>/dev/null) || return 0
+      case $size in
+        *K) echo $((${size%K} * 1024)) ;;
+        *M) echo $((${size%M} * 1048576)) ;;
+        *[0-9]) echo "$size" ;;
+      esac
+      return 0
+    fi
+  done
+}
+ll=${LL_BYTES:-$(host_l2_bytes)}
+ll=${ll:-2097152}
 if [ "${PAGES:-0}" = 1 ]; then
   dtlb=${DTLB_ENTRIES:-64} stlb=${STLB_ENTRIES:-2048}
   caches=(--D1=$((dtlb * 4096)),"$dtlb",4096 --LL=$((stlb * 4096)),16,4096)
   unit="pages (simulated TLB)"
+  last_level="$stlb-entry"
 else
   caches=(--LL="$ll",16,64)
   unit="lines"
+  last_level="$((ll / 1024)) KiB"
 fi
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
 [ -x "$bin" ] || { echo "no binary at $bin (cargo build --release --bin irqsim)" >&2; exit 2; }
@@ -54,14 +77,15 @@ run "$short" &
 run "$long"
 wait
 
-python3 - "$work" "$short" "$long" "$unit" <<'PY'
+python3 - "$work" "$short" "$long" "$unit" "$last_level" <<'PY'
 import collections, json, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
-work, short, long_, unit = sys.argv[1:]
+work, short, long_, unit, last_level = sys.argv[1:]
 
 def load(d):
     events = json.load(open(f"{work}/{d}.json"))["events"]
-    names, totals, per_fn, fn = None, None, collections.Counter(), None
+    names, totals, fn = None, None, None
+    per_fn, last_fn = collections.Counter(), collections.Counter()
     for line in open(f"{work}/{d}.out"):
         if line.startswith("events:"):
             names = line.split()[1:]
@@ -72,20 +96,26 @@ def load(d):
         elif line[:1].isdigit():
             v = dict(zip(names, map(int, line.split()[1:])))
             per_fn[fn] += v.get("D1mr", 0) + v.get("D1mw", 0)
-    return events, totals, per_fn
+            last_fn[fn] += v.get("DLmr", 0) + v.get("DLmw", 0)
+    return events, totals, per_fn, last_fn
 
-e1, t1, f1 = load(short)
-e2, t2, f2 = load(long_)
+e1, t1, f1, l1 = load(short)
+e2, t2, f2, l2 = load(long_)
 n = e2 - e1
 d = lambda k: (t2[k] - t1[k]) / n
 print(f"{n} events between the runs; cache misses count {unit}; per event: "
       f"instructions {d('Ir'):.1f}, L1i misses {d('I1mr'):.3f}, "
       f"L1d misses {d('D1mr') + d('D1mw'):.3f}, "
-      f"last-level misses {d('ILmr') + d('DLmr') + d('DLmw'):.3f}, "
+      f"last-level ({last_level}) misses {d('ILmr') + d('DLmr') + d('DLmw'):.3f}, "
       f"conditional branches mispredicted {d('Bcm'):.2f} of {d('Bc'):.1f}, "
       f"indirect {d('Bim'):.2f} of {d('Bi'):.1f}")
 gain = sorted(((f2[k] - f1.get(k, 0)) / n, k) for k in f2)
 print(f"L1d misses ({unit}) per event, by function:")
 for v, k in reversed(gain[-15:]):
     print(f"  {v:6.3f}  {k[:120]}")
+last = sorted(((l2[k] - l1.get(k, 0)) / n, k) for k in l2)
+print(f"Last-level data misses ({unit}) per event, by function:")
+for v, k in reversed(last[-10:]):
+    if v > 0:
+        print(f"  {v:6.3f}  {k[:120]}")
 PY
