@@ -458,20 +458,63 @@ impl NvmeQueueCounters {
     }
 }
 
+/// One queue pair's state, in two host cache lines (`repr(C)`, aligned): a system of
+/// thousands of queues finds each one out of cache when a command completes or the host
+/// reaps, and every further line is one more miss. The first line holds what every
+/// access reads (the CQ, the counts, the coalescing state); the second the counters.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct QueuePair {
+    cq: VecDeque<CqEntry>,
     /// Commands in the media or at the gate.
     in_device: u32,
-    cq: VecDeque<CqEntry>,
     /// Oldest CQ entries whose write has reached host memory (through the root port's
     /// ordered write stream, see [`NvmeDrive::land`]); only those can be reaped.
     landed: u32,
     /// Newest CQ entries not yet covered by an MSI.
     unsignalled: u32,
+    coalescing: Coalescing,
     /// When the aggregation timer fires, if armed.
     deadline: Option<SimTime>,
-    coalescing: Coalescing,
-    counters: NvmeQueueCounters,
+    tally: Tally,
+}
+
+// The two lines the comment above counts on.
+const _: () = assert!(std::mem::size_of::<QueuePair>() == 128);
+
+/// The counters a queue pair keeps. The others of [`NvmeQueueCounters`] follow from
+/// these and the queue's contents ([`QueuePair::counters`]), so they cannot disagree and
+/// cost no store per command.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    rejected_queue_full: u64,
+    reaped: u64,
+    msis_immediate: u64,
+    msis_threshold: u64,
+    msis_timer: u64,
+    entries_signalled: u64,
+    entries_reaped_unsignalled: u64,
+}
+
+impl QueuePair {
+    /// Every accepted command is in the device, in the CQ, or reaped; every posted entry
+    /// is in the CQ or reaped; every MSI had one cause.
+    fn counters(&self) -> NvmeQueueCounters {
+        let t = &self.tally;
+        let in_cq = self.cq.len() as u64;
+        NvmeQueueCounters {
+            submitted: self.in_device as u64 + in_cq + t.reaped,
+            rejected_queue_full: t.rejected_queue_full,
+            completed: in_cq + t.reaped,
+            reaped: t.reaped,
+            msis: t.msis_immediate + t.msis_threshold + t.msis_timer,
+            msis_immediate: t.msis_immediate,
+            msis_threshold: t.msis_threshold,
+            msis_timer: t.msis_timer,
+            entries_signalled: t.entries_signalled,
+            entries_reaped_unsignalled: t.entries_reaped_unsignalled,
+        }
+    }
 }
 
 /// A command in the media stage: ordered by (ready time, submission sequence).
@@ -522,7 +565,7 @@ impl NvmeDrive {
                 unsignalled: 0,
                 deadline: None,
                 coalescing: config.coalescing_of(v),
-                counters: NvmeQueueCounters::default(),
+                tally: Tally::default(),
             })
             .collect();
         Ok(NvmeDrive {
@@ -580,13 +623,13 @@ impl NvmeDrive {
     }
 
     pub fn counters(&self, qid: u16) -> NvmeQueueCounters {
-        self.queues[qid as usize].counters
+        self.queues[qid as usize].counters()
     }
 
     /// Counters summed over all queues.
     pub fn totals(&self) -> NvmeQueueCounters {
         let mut t = NvmeQueueCounters::default();
-        self.queues.iter().for_each(|q| t.add(&q.counters));
+        self.queues.iter().for_each(|q| t.add(&q.counters()));
         t
     }
 
@@ -617,11 +660,10 @@ impl NvmeDrive {
             .get_mut(qid as usize)
             .unwrap_or_else(|| panic!("NVMe submit to queue {qid}, which does not exist"));
         if q.in_device + q.cq.len() as u32 >= limit {
-            q.counters.rejected_queue_full += 1;
+            q.tally.rejected_queue_full += 1;
             return NvmeSubmitOutcome::QueueFull;
         }
         q.in_device += 1;
-        q.counters.submitted += 1;
         self.seq += 1;
         self.media
             .push(Reverse((now + latency, self.seq, qid, tag, now)));
@@ -672,7 +714,6 @@ impl NvmeDrive {
             submitted_at,
             posted_at: at,
         });
-        q.counters.completed += 1;
         q.unsignalled += 1;
         out.push(NvmeWrite::Completion { qid, at });
         let c = q.coalescing;
@@ -705,8 +746,7 @@ impl NvmeDrive {
         if let Some(d) = q.deadline.take() {
             self.timers.remove(&(d, qid));
         }
-        let c = &mut q.counters;
-        c.msis += 1;
+        let c = &mut q.tally;
         c.entries_signalled += entries as u64;
         match cause {
             MsiCause::Immediate => c.msis_immediate += 1,
@@ -736,10 +776,10 @@ impl NvmeDrive {
         let n = (max as usize).min(q.landed as usize);
         out.extend(q.cq.drain(..n));
         q.landed -= n as u32;
-        q.counters.reaped += n as u64;
+        q.tally.reaped += n as u64;
         let remaining = q.cq.len() as u32;
         if q.unsignalled > remaining {
-            q.counters.entries_reaped_unsignalled += (q.unsignalled - remaining) as u64;
+            q.tally.entries_reaped_unsignalled += (q.unsignalled - remaining) as u64;
             q.unsignalled = remaining;
         }
         if q.unsignalled == 0 {
@@ -756,22 +796,12 @@ impl NvmeDrive {
     pub fn check_conservation(&self) {
         let mut in_device = 0u64;
         for (i, q) in self.queues.iter().enumerate() {
-            let c = &q.counters;
-            assert_eq!(
-                c.submitted,
-                q.in_device as u64 + q.cq.len() as u64 + c.reaped,
-                "queue {i}: submitted = in device + in CQ + reaped"
-            );
-            assert_eq!(c.completed, c.reaped + q.cq.len() as u64, "queue {i}");
+            // Submitted, completed and MSIs are sums by construction (`QueuePair::counters`).
+            let c = q.counters();
             assert_eq!(
                 c.completed,
                 c.entries_signalled + c.entries_reaped_unsignalled + q.unsignalled as u64,
                 "queue {i}: posted = signalled + consumed unsignalled + awaiting an MSI"
-            );
-            assert_eq!(
-                c.msis,
-                c.msis_immediate + c.msis_threshold + c.msis_timer,
-                "queue {i}"
             );
             assert!(q.unsignalled as usize <= q.cq.len(), "queue {i}");
             assert!(
