@@ -239,12 +239,9 @@ pub fn bench_scenario_rounds(
         None
     };
     let mut runs = Vec::with_capacity(rounds as usize);
-    let mut model = Some(first);
-    for _ in 0..rounds {
-        let run = match model.take() {
-            Some(run) => run,
-            None => run_model(scenario)?,
-        };
+    // Lazily, so each round's model run is followed at once by its heap loop.
+    for run in std::iter::once(Ok(first)).chain((1..rounds).map(|_| run_model(scenario))) {
+        let run = run?;
         let heap =
             heap_setup.map(|(_, pending, events)| ping_binary_heap(pending, events, scenario.seed));
         runs.push((run, heap));
@@ -267,17 +264,14 @@ pub fn bench_scenario_rounds(
     let mut order: Vec<usize> = (0..figures.len()).collect();
     order.sort_by(|&a, &b| rank(&figures[a]).total_cmp(&rank(&figures[b])));
     let median = order[(order.len() - 1) / 2];
-    let range = |f: &dyn Fn(&BenchRound) -> f64| {
-        figures
-            .iter()
-            .map(f)
-            .fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], x| {
-                [lo.min(x), hi.max(x)]
-            })
+    let range = |xs: &mut dyn Iterator<Item = f64>| {
+        xs.fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], x| {
+            [lo.min(x), hi.max(x)]
+        })
     };
-    let ns_per_event_range = range(&|r| r.ns_per_event);
+    let ns_per_event_range = range(&mut figures.iter().map(|r| r.ns_per_event));
     let ratio_to_heap_range =
-        against_heap.then(|| range(&|r| r.ratio_to_heap.expect("the loop ran each round")));
+        against_heap.then(|| range(&mut figures.iter().filter_map(|r| r.ratio_to_heap)));
     let (run, heap) = runs.swap_remove(median);
     let secs = run.wall_seconds;
     Ok(ScenarioBench {

@@ -790,9 +790,11 @@ impl NvmeDrive {
         n as u32
     }
 
-    /// Asserts the drive's conservation laws: per queue, every accepted command is in
-    /// the device, in the CQ or reaped; every posted entry is signalled, consumed
-    /// unsignalled, or still waiting for its MSI; timers match the queues.
+    /// Asserts the drive's conservation laws: per queue, every posted entry is signalled,
+    /// consumed unsignalled, or still waiting for its MSI; the media holds every command
+    /// the queues count as in the device; timers match the queues. (That every accepted
+    /// command is in the device, in the CQ or reaped holds by construction: the
+    /// submitted count is that sum, see `QueuePair::counters`.)
     pub fn check_conservation(&self) {
         let mut in_device = 0u64;
         for (i, q) in self.queues.iter().enumerate() {
