@@ -475,11 +475,19 @@ impl<D: LineData> Line<D> {
 
     /// The kind of access `op` by `agent` would be in the current state. Both
     /// [`Self::cost`] and [`Self::perform`] use this, so they always agree.
+    #[inline(always)]
     pub fn classify(&self, agent: Agent, op: &LineOp) -> AccessKind {
         self.classify_from(agent, self.state(agent), op)
     }
 
     /// [`Self::classify`] given `agent`'s current state `from`.
+    // This, `classify`, `timed_cost_priced` and `perform` are forced inline: a
+    // simulation calls them on every line access, most callers pass an operation known
+    // where they call (the IOMMU's post, the cross-call stores), and inlined the
+    // classification folds down to the states that operation can meet. LLVM's own
+    // inliner left them as calls; with them inlined cachegrind counts 799.7 -> 760.4
+    // instructions per `default` event and 781.6 -> 760.2 per `nvme-posted` one.
+    #[inline(always)]
     fn classify_from(&self, agent: Agent, from: Mesi, op: &LineOp) -> AccessKind {
         let own = op.needs_ownership();
         let sock = agent.socket();
@@ -557,6 +565,7 @@ impl<D: LineData> Line<D> {
     /// [`Line::timed_cost`] with the prices of one core clock already worked out (a
     /// simulation prices every access at the same clock, so it converts nanoseconds
     /// and cycles to picoseconds once, when it is built).
+    #[inline(always)]
     pub fn timed_cost_priced(
         &mut self,
         agent: Agent,
@@ -600,6 +609,7 @@ impl<D: LineData> Line<D> {
     /// # Panics
     /// If `op` is invalid for `agent` (see [`LineOp::validate`]); callers taking ops
     /// from user input should call `validate` first.
+    #[inline(always)]
     pub fn perform(&mut self, agent: Agent, op: LineOp) -> OpResult {
         if !self.op_allowed(agent, &op) {
             self.refuse("Line::perform", agent, &op);
