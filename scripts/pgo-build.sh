@@ -64,7 +64,8 @@ unset LLVM_PROFILE_FILE
 "$profdata" merge -o "$work/merged.profdata" "$work/train"
 
 echo "pgo-build: optimised build (target/pgo-use)" >&2
-RUSTFLAGS="-Cprofile-use=$work/merged.profdata" \
+# IRQSIM_PGO_TRAINING marks the binary: `irqsim bench` reports it under "build".
+IRQSIM_PGO_TRAINING=$train RUSTFLAGS="-Cprofile-use=$work/merged.profdata" \
   cargo build --release --locked --quiet --bin irqsim --target-dir target/pgo-use
 mkdir -p "$(dirname "$out")"
 cp target/pgo-use/release/irqsim "$out"

@@ -18,6 +18,46 @@ use sim_core::{Duration, SimTime};
 use crate::engine::{EventQueue, Priority};
 use crate::{Scenario, System};
 
+/// How the binary that took a measurement was built: figures from a build with debug
+/// assertions, or from a profile-guided one, are not comparable with a plain release
+/// build's, so every benchmark result says which it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BuildInfo {
+    /// Debug assertions compiled in (the `checked` and dev profiles): the MESI
+    /// invariant runs after every line access, so such a build is slower than release.
+    pub debug_assertions: bool,
+    /// The training set of `scripts/pgo-build.sh` ("all" or "bench") when this binary
+    /// is its profile-guided build; `None` for a plain build.
+    pub profile_guided: Option<&'static str>,
+}
+
+impl BuildInfo {
+    /// The build of the running code. `scripts/pgo-build.sh` sets
+    /// `IRQSIM_PGO_TRAINING` for its optimised build; cargo tracks the variable, so a
+    /// later plain build in the same target directory drops the mark.
+    pub const fn current() -> Self {
+        BuildInfo {
+            debug_assertions: cfg!(debug_assertions),
+            profile_guided: option_env!("IRQSIM_PGO_TRAINING"),
+        }
+    }
+
+    /// One line for the text output.
+    pub fn describe(&self) -> String {
+        let mut s = String::from(if self.debug_assertions {
+            "debug assertions on (slower than a release build)"
+        } else {
+            "release"
+        });
+        if let Some(training) = self.profile_guided {
+            s.push_str(&format!(
+                ", profile-guided (scripts/pgo-build.sh, TRAIN={training})"
+            ));
+        }
+        s
+    }
+}
+
 /// One engine-benchmark measurement.
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineBench {
@@ -35,6 +75,8 @@ pub struct EngineBench {
     pub ns_per_event: f64,
     /// Simulated time reached (identical for both engines: same draws, same order).
     pub final_time_ps: u64,
+    /// The build that measured it.
+    pub build: BuildInfo,
 }
 
 impl EngineBench {
@@ -47,6 +89,7 @@ impl EngineBench {
             events_per_sec: events as f64 / seconds.max(1e-12),
             ns_per_event: seconds * 1e9 / events.max(1) as f64,
             final_time_ps: end,
+            build: BuildInfo::current(),
         }
     }
 }
@@ -138,6 +181,8 @@ pub struct ScenarioBench {
     pub ns_per_event_range: [f64; 2],
     /// Least and greatest `ratio_to_heap` over the rounds.
     pub ratio_to_heap_range: Option<[f64; 2]>,
+    /// The build that measured it.
+    pub build: BuildInfo,
 }
 
 /// The figures of one round of [`bench_scenario_rounds`].
@@ -292,6 +337,7 @@ pub fn bench_scenario_rounds(
         rounds: figures,
         ns_per_event_range,
         ratio_to_heap_range,
+        build: BuildInfo::current(),
     })
 }
 

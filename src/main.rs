@@ -98,8 +98,9 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                 );
             }
             println!(
-                "ratio irqsim / binary-heap time: {:.2}",
-                ours.seconds / heap.seconds.max(1e-12)
+                "ratio irqsim / binary-heap time: {:.2}\nbuild: {}",
+                ours.seconds / heap.seconds.max(1e-12),
+                ours.build.describe()
             );
             Ok(())
         }
@@ -151,6 +152,7 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                     None => println!(),
                 }
             }
+            println!("  build: {}", b.build.describe());
             Ok(())
         }
     }

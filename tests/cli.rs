@@ -137,6 +137,7 @@ fn bench_engine_runs_both_queues_on_the_same_draws() {
         assert_eq!(r["events"], 20000);
         assert_eq!(r["pending"], 50);
         assert!(r["events_per_sec"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["build"]["debug_assertions"], cfg!(debug_assertions));
     }
     // Same seed, same draws, same pop order: both reach the same simulated time.
     assert_eq!(runs[0]["final_time_ps"], runs[1]["final_time_ps"]);
@@ -159,6 +160,9 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
     let per_msi = v["events_per_msi"].as_f64().unwrap();
     assert!((per_msi - events as f64 / msis as f64).abs() < 1e-9);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    // The binary under test is built with the tests' profile, never profile-guided.
+    assert_eq!(v["build"]["debug_assertions"], cfg!(debug_assertions));
+    assert!(v["build"]["profile_guided"].is_null());
 
     let bad = irqsim(&["bench", "scenario", "default", "--duration-us", "0"]);
     assert_eq!(bad.status.code(), Some(2));
