@@ -11,8 +11,8 @@
 # every experiment, embedded scenario, explorer variant and the speedup sweep. The
 # benchmark scenarios are among them but are not singled out, so the gain measured on
 # them is not the gain of a profile fitted to them alone. TRAIN=bench trains on
-# `default`, `nvme-posted` and `large` and nothing else, to show how much that fitting
-# adds.
+# `default`, `nvme-posted` and `large` (and the engine bench) and nothing else, to show
+# how much that fitting adds, and is quicker (CI uses it).
 #
 # Either way the training also runs `bench scenario` with its plain-heap loop, and
 # `bench engine`. Code a profile never saw is optimised for size as cold code, so

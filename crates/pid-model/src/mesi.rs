@@ -482,11 +482,12 @@ impl<D: LineData> Line<D> {
 
     /// [`Self::classify`] given `agent`'s current state `from`.
     // This, `classify`, `timed_cost_priced` and `perform` are forced inline: a
-    // simulation calls them on every line access, most callers pass an operation known
-    // where they call (the IOMMU's post, the cross-call stores), and inlined the
-    // classification folds down to the states that operation can meet. LLVM's own
-    // inliner left them as calls; with them inlined cachegrind counts 799.7 -> 760.4
-    // instructions per `default` event and 781.6 -> 760.2 per `nvme-posted` one.
+    // simulation calls them on every line access. Where the caller names the operation
+    // (the IOMMU's post, the cross-call lock, queue and poll accesses) the
+    // classification folds down to the states that operation can meet; elsewhere the
+    // call and its spills go. LLVM's own inliner left them as calls; inlined,
+    // cachegrind counts 799.7 -> 760.4 instructions per `default` event and
+    // 781.6 -> 760.2 per `nvme-posted` one.
     #[inline(always)]
     fn classify_from(&self, agent: Agent, from: Mesi, op: &LineOp) -> AccessKind {
         let own = op.needs_ownership();
