@@ -80,7 +80,10 @@ pub struct EngineBench {
 }
 
 impl EngineBench {
-    fn new(engine: &'static str, pending: u64, events: u64, seconds: f64, end: u64) -> Self {
+    /// A measurement of `events` handled in `seconds` with `pending` events queued,
+    /// reaching simulated time `end` (ps), by this build. Public so that a harness
+    /// timing another engine (`compare/nexosim-ping`) reports in the same form.
+    pub fn new(engine: &'static str, pending: u64, events: u64, seconds: f64, end: u64) -> Self {
         EngineBench {
             engine,
             pending,

@@ -147,15 +147,7 @@ fn ping_nexosim(pending: u64, events: u64, seed: u64, threads: usize) -> (Engine
 
     let handled = handled.load(Ordering::Relaxed);
     let end_ns = simu.time().duration_since(t0).as_nanos() as u64;
-    let bench = EngineBench {
-        engine: "nexosim",
-        pending,
-        events: handled,
-        seconds: secs,
-        events_per_sec: handled as f64 / secs.max(1e-12),
-        ns_per_event: secs * 1e9 / handled.max(1) as f64,
-        final_time_ps: end_ns * 1000,
-    };
+    let bench = EngineBench::new("nexosim", pending, handled, secs, end_ns * 1000);
     (bench, steps)
 }
 
