@@ -192,19 +192,32 @@ impl Ledger {
         self.merged += 1;
     }
 
-    fn take_companions(&mut self, lead: MsiToken) -> TokenBag {
-        match self.companions.remove(&lead.id) {
-            Some(c) => {
-                self.companion_count -= c.len();
-                c
-            }
-            None => TokenBag::default(),
+    /// The MSIs riding on `lead`, if any (most MSIs carry none).
+    fn take_companions(&mut self, lead: MsiToken) -> Option<TokenBag> {
+        let riders = self.companions.remove(&lead.id)?;
+        self.companion_count -= riders.len();
+        Some(riders)
+    }
+
+    /// `msi`, and any MSI riding on it, joins the bag `place` picks at (`cpu`, `v`).
+    fn arrive(
+        &mut self,
+        cpu: usize,
+        v: Vector,
+        msi: MsiToken,
+        place: fn(&mut Slot) -> &mut TokenBag,
+    ) {
+        let riders = self.take_companions(msi);
+        let bag = place(self.cpus[cpu].get_mut(v));
+        bag.push(msi);
+        if let Some(riders) = riders {
+            bag.absorb(riders);
         }
     }
 
     /// Counts `msi` (and any MSI riding on it) dropped for `reason`.
     pub fn drop_msi(&mut self, msi: MsiToken, reason: &str) {
-        let n = 1 + self.take_companions(msi).len();
+        let n = 1 + self.take_companions(msi).map_or(0, |c| c.len());
         *self.dropped.entry(reason.to_string()).or_insert(0) += n;
     }
 
@@ -212,7 +225,7 @@ impl Ledger {
     /// device's event that the driver's acknowledgement of the device covers. It
     /// counts as handled and merged.
     pub fn served_without_interrupt(&mut self, msi: MsiToken) {
-        let n = 1 + self.take_companions(msi).len();
+        let n = 1 + self.take_companions(msi).map_or(0, |c| c.len());
         self.handled += n;
         self.merged += n;
     }
@@ -232,10 +245,7 @@ impl Ledger {
     /// IRQ_PENDING, to be replayed): it is handled with it. Counts as merged.
     pub fn coalesced_into_pending(&mut self, cpu: usize, v: Vector, msi: MsiToken) {
         self.merged += 1;
-        let riders = self.take_companions(msi);
-        let slot = &mut self.cpus[cpu].get_mut(v).in_service;
-        slot.push(msi);
-        slot.absorb(riders);
+        self.arrive(cpu, v, msi, |s| &mut s.in_service);
     }
 
     /// Vector `v`'s MSIs harvested or in service at `cpu` reach a vector with no
@@ -262,10 +272,7 @@ impl Ledger {
         if merged {
             self.merged += 1;
         }
-        let riders = self.take_companions(msi);
-        let slot = &mut self.cpus[cpu].get_mut(v).in_pir;
-        slot.push(msi);
-        slot.absorb(riders);
+        self.arrive(cpu, v, msi, |s| &mut s.in_pir);
     }
 
     /// The LAPIC of `cpu` set `IRR[v]` for `msi`.
@@ -273,10 +280,7 @@ impl Ledger {
         if merged {
             self.merged += 1;
         }
-        let riders = self.take_companions(msi);
-        let slot = &mut self.cpus[cpu].get_mut(v).in_irr;
-        slot.push(msi);
-        slot.absorb(riders);
+        self.arrive(cpu, v, msi, |s| &mut s.in_irr);
     }
 
     /// A locked exchange on PIR word `word` of `cpu` returned `bits`: every MSI behind
