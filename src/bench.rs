@@ -41,20 +41,23 @@ impl BuildInfo {
             profile_guided: option_env!("IRQSIM_PGO_TRAINING"),
         }
     }
+}
 
-    /// One line for the text output.
-    pub fn describe(&self) -> String {
-        let mut s = String::from(if self.debug_assertions {
+/// One line for the text output.
+impl std::fmt::Display for BuildInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.debug_assertions {
             "debug assertions on (slower than a release build)"
         } else {
             "release"
-        });
-        if let Some(training) = self.profile_guided {
-            s.push_str(&format!(
+        })?;
+        match self.profile_guided {
+            Some(training) => write!(
+                f,
                 ", profile-guided (scripts/pgo-build.sh, TRAIN={training})"
-            ));
+            ),
+            None => Ok(()),
         }
-        s
     }
 }
 

@@ -100,7 +100,7 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
             println!(
                 "ratio irqsim / binary-heap time: {:.2}\nbuild: {}",
                 ours.seconds / heap.seconds.max(1e-12),
-                ours.build.describe()
+                ours.build
             );
             Ok(())
         }
@@ -152,7 +152,7 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                     None => println!(),
                 }
             }
-            println!("  build: {}", b.build.describe());
+            println!("  build: {}", b.build);
             Ok(())
         }
     }

@@ -798,7 +798,6 @@ impl NvmeDrive {
     pub fn check_conservation(&self) {
         let mut in_device = 0u64;
         for (i, q) in self.queues.iter().enumerate() {
-            // Submitted, completed and MSIs are sums by construction (`QueuePair::counters`).
             let c = q.counters();
             assert_eq!(
                 c.completed,
