@@ -16,6 +16,7 @@ use serde::Serialize;
 use sim_core::{Duration, SimTime};
 
 use crate::engine::{EventQueue, Priority};
+use crate::system::event_mix::{EventKind, EventMix};
 use crate::{Scenario, System};
 
 /// How the binary that took a measurement was built: figures from a build with debug
@@ -181,6 +182,10 @@ pub struct ScenarioBench {
     pub heap: Option<EngineBench>,
     /// `ns_per_event` over the heap loop's ns per event.
     pub ratio_to_heap: Option<f64>,
+    /// The events of the untimed run (the one that measures `mean_pending`) by kind,
+    /// the most frequent first: where the run's time goes. `None` when the heap
+    /// comparison was not asked for. Diagnostic names of this version's event loop.
+    pub event_mix: Option<Vec<EventMixRow>>,
     /// Rounds run: each builds and runs the scenario, then runs the heap loop if asked.
     pub rounds: Vec<BenchRound>,
     /// Least and greatest `ns_per_event` over the rounds.
@@ -212,23 +217,46 @@ const HEAP_EVENTS_MAX: u64 = 20_000_000;
 /// The mean number of pending events over a run of `scenario`, sampled as each event is
 /// about to be handled. This is its own run, so the timed one carries no sampling.
 pub fn mean_pending(scenario: &Scenario) -> Result<f64, crate::ScenarioError> {
+    Ok(untimed_pass(scenario)?.0)
+}
+
+/// One untimed run of `scenario`, stepped event by event: the mean number of pending
+/// events (sampled as each event is about to be handled, only where an event is due
+/// within the run, i.e. where a pop happens), the kinds of the events handled, and the
+/// MSIs raised.
+fn untimed_pass(scenario: &Scenario) -> Result<(f64, EventMix, u64), crate::ScenarioError> {
     let mut sys = System::new(scenario)?;
     let end = sys.end_of_scenario();
     let (mut sum, mut samples) = (0u128, 0u64);
-    sys.run_until(end, |s| {
-        // Checked before the first event and after each one: sample only where another
-        // event is due within the run, i.e. where the next pop will happen.
-        if s.next_event_time().is_some_and(|t| t <= end) {
-            sum += s.pending_events() as u128;
-            samples += 1;
-        }
-        false
-    });
-    Ok(if samples == 0 {
+    let mut mix = EventMix::default();
+    while sys.next_event_time().is_some_and(|t| t <= end) {
+        sum += sys.pending_events() as u128;
+        samples += 1;
+        let Some(kind) = sys.step_until(end) else {
+            break;
+        };
+        mix.add(kind);
+    }
+    let mean = if samples == 0 {
         0.0
     } else {
         sum as f64 / samples as f64
-    })
+    };
+    Ok((mean, mix, sys.msis_generated()))
+}
+
+/// One kind of event in a [`ScenarioBench`]'s event mix.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EventMixRow {
+    /// The event and, for a CPU step, what the CPU was doing.
+    #[serde(flatten)]
+    pub kind: EventKind,
+    /// Events of this kind in the untimed run.
+    pub count: u64,
+    /// `count` over the MSIs raised in that run.
+    pub per_msi: f64,
+    /// `count` over all events of that run.
+    pub share: f64,
 }
 
 /// Runs `scenario` once and measures it; with `against_heap`, also measures its mean
@@ -281,13 +309,25 @@ pub fn bench_scenario_rounds(
     let first = run_model(scenario)?;
     // Taken before any heap loop runs: the scenario's own high-water mark.
     let peak_rss_bytes = peak_rss_bytes();
-    let heap_setup = if against_heap {
-        let mean = mean_pending(scenario)?;
+    let (heap_setup, event_mix) = if against_heap {
+        let (mean, mix, msis) = untimed_pass(scenario)?;
         let pending = (mean.round() as u64).max(1);
         let heap_events = first.events.clamp(HEAP_EVENTS_MIN, HEAP_EVENTS_MAX);
-        Some((mean, pending, heap_events))
+        let total = mix.total().max(1) as f64;
+        let msis = msis.max(1) as f64;
+        let rows = mix
+            .entries()
+            .into_iter()
+            .map(|e| EventMixRow {
+                kind: e.kind,
+                count: e.count,
+                per_msi: e.count as f64 / msis,
+                share: e.count as f64 / total,
+            })
+            .collect();
+        (Some((mean, pending, heap_events)), Some(rows))
     } else {
-        None
+        (None, None)
     };
     let mut runs = Vec::with_capacity(rounds as usize);
     // Lazily, so each round's model run is followed at once by its heap loop.
@@ -340,6 +380,7 @@ pub fn bench_scenario_rounds(
         mean_pending: heap_setup.map_or(0.0, |(mean, ..)| mean),
         heap,
         ratio_to_heap: figures[median].ratio_to_heap,
+        event_mix,
         rounds: figures,
         ns_per_event_range,
         ratio_to_heap_range,
@@ -408,7 +449,31 @@ mod tests {
             b.events.clamp(HEAP_EVENTS_MIN, HEAP_EVENTS_MAX)
         );
         assert!(b.ratio_to_heap.unwrap() > 0.0);
-        assert!(bench_scenario(&sc, false).unwrap().heap.is_none());
+        let without = bench_scenario(&sc, false).unwrap();
+        assert!(without.heap.is_none() && without.event_mix.is_none());
+    }
+
+    #[test]
+    fn the_event_mix_accounts_for_every_event_of_the_run() {
+        let mut sc =
+            Scenario::from_toml_str(crate::scenarios::embedded("nvme-posted").unwrap(), "n")
+                .unwrap();
+        sc.duration_us = 500.0;
+        let b = bench_scenario(&sc, true).unwrap();
+        let mix = b.event_mix.expect("measured with the heap comparison");
+        let counted: u64 = mix.iter().map(|r| r.count).sum();
+        assert_eq!(
+            counted, b.events,
+            "the untimed run is the timed one, event for event"
+        );
+        assert!(mix.windows(2).all(|w| w[0].count >= w[1].count));
+        let share: f64 = mix.iter().map(|r| r.share).sum();
+        assert!((share - 1.0).abs() < 1e-9, "shares sum to {share}");
+        let per_msi: f64 = mix.iter().map(|r| r.per_msi).sum();
+        assert!((per_msi - b.events_per_msi).abs() < 1e-9);
+        assert!(mix
+            .iter()
+            .any(|r| r.kind.event == "CpuStep" && r.kind.activity == Some("LoadPir")));
     }
 
     #[test]

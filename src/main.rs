@@ -152,6 +152,23 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                     None => println!(),
                 }
             }
+            if let Some(mix) = &b.event_mix {
+                println!("  event mix (untimed run; per MSI, share of events):");
+                for row in mix.iter().take(EVENT_MIX_ROWS_SHOWN) {
+                    println!(
+                        "    {:<36} {:>8.2} {:>6.1}%",
+                        row.kind.to_string(),
+                        row.per_msi,
+                        row.share * 100.0
+                    );
+                }
+                if mix.len() > EVENT_MIX_ROWS_SHOWN {
+                    println!(
+                        "    ... {} more kinds (--json lists all)",
+                        mix.len() - EVENT_MIX_ROWS_SHOWN
+                    );
+                }
+            }
             println!("  build: {}", b.build);
             Ok(())
         }
@@ -299,6 +316,9 @@ enum Command {
     /// the APIC; exit 0 if every invariant holds, 1 with a counterexample if not.
     Explore(irqsim::explore::cli::ExploreArgs),
 }
+
+/// Kinds of events `bench scenario` prints in its text output; JSON has them all.
+const EVENT_MIX_ROWS_SHOWN: usize = 10;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

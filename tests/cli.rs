@@ -163,6 +163,27 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
     // The binary under test is built with the tests' profile, never profile-guided.
     assert_eq!(v["build"]["debug_assertions"], cfg!(debug_assertions));
     assert!(v["build"]["profile_guided"].is_null());
+    // The event mix names every event of the run, each once.
+    let mix = v["event_mix"]
+        .as_array()
+        .expect("event_mix with the heap comparison");
+    let counted: u64 = mix.iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, events);
+    assert!(mix
+        .iter()
+        .all(|r| r["event"].is_string() && r.get("activity").is_some()));
+    let text = irqsim(&["bench", "scenario", "default", "--duration-us", "150"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("event mix"));
+    let no_heap = irqsim_json(&[
+        "bench",
+        "scenario",
+        "default",
+        "--duration-us",
+        "150",
+        "--no-heap",
+        "--json",
+    ]);
+    assert!(no_heap["event_mix"].is_null());
 
     let bad = irqsim(&["bench", "scenario", "default", "--duration-us", "0"]);
     assert_eq!(bad.status.code(), Some(2));

@@ -53,6 +53,21 @@ pub enum CpuOp {
 }
 
 impl CpuOp {
+    /// The operation's name without its operands, as the engine's diagnostics print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuOp::LoadPir { .. } => "LoadPir",
+            CpuOp::XchgPir { .. } => "XchgPir",
+            CpuOp::ClearOn => "ClearOn",
+            CpuOp::TestAndClearOn => "TestAndClearOn",
+            CpuOp::HandleVector(_) => "HandleVector",
+            CpuOp::Eoi => "Eoi",
+            CpuOp::StorePir { .. } => "StorePir",
+            CpuOp::StoreClearOn => "StoreClearOn",
+            CpuOp::Mfence => "Mfence",
+        }
+    }
+
     /// Whether x86-TSO makes this operation wait until the CPU's store buffer has
     /// drained (SDM Vol. 3A, "Memory Ordering in P6 and More Recent Processor
     /// Families": loads may pass earlier stores to other locations, locked

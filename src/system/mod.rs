@@ -18,6 +18,7 @@ pub mod costs;
 pub mod cpu;
 mod cpu_index;
 pub mod device_runtime;
+pub mod event_mix;
 pub mod fabric;
 pub mod inject;
 pub mod io;
