@@ -12,7 +12,6 @@
 //! version's event loop and may change with it.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use serde::Serialize;
 use sim_core::SimTime;
@@ -174,15 +173,14 @@ impl System {
     }
 
     /// Handles the next event if it is due at or before `limit`, and says what kind it
-    /// was; `None` (and nothing handled) if no event is due by then. A step-by-step
-    /// [`System::run_until`] for diagnostics such as `irqsim bench scenario`'s event
-    /// mix; it does not advance the clock to `limit` when the events run out.
+    /// was; `None` (and nothing handled) if no event is due by then. Like
+    /// [`System::step`], for diagnostics such as `irqsim bench scenario`'s event mix: it
+    /// does not advance the clock to `limit` when the events run out, and its time is
+    /// not counted in the run's wall-clock figures.
     pub fn step_until(&mut self, limit: SimTime) -> Option<EventKind> {
-        let started = Instant::now();
         let (t, event) = self.queue.pop_until(limit)?;
         let kind = self.kind_of(&event);
         self.handle(t, event);
-        self.wall += started.elapsed();
         Some(kind)
     }
 }
