@@ -7,9 +7,12 @@
 #   scripts/per-event-counts.sh large 1000 2000
 #   scripts/per-event-counts.sh default 10000 20000 /tmp/irqsim.before
 #
-# Prints one line of per-event figures, then the functions that gain the most L1 data
-# misses per event between the two runs, and those that gain the most last-level data
-# misses. The counts are valgrind's simulation of the simulator's own code (L1 sizes as
+# Prints one line of per-event figures; then the instructions per event by part of the
+# model (the event queue, the descriptor line, the kernel algorithms, ...: each
+# instruction goes to the part whose source file it comes from, inlined code included;
+# standard-library code goes to the part of the function it is inlined into); then the
+# functions that gain the most L1 data misses per event between the two runs, and those
+# that gain the most last-level data misses. The counts are valgrind's simulation of the simulator's own code (L1 sizes as
 # this host reports them; a last level of LL_BYTES, by default this host's per-core L2
 # as sysfs gives it, else 2 MiB), not hardware counters and not a property of the
 # modelled machine. The L2 stands in for the last level because it is the last cache a
@@ -82,25 +85,65 @@ import collections, json, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
 work, short, long_, unit, last_level = sys.argv[1:]
 
+# Parts of the model, matched in order against a source file's path, or, for code of
+# the standard library and of libc, against the name of the function it sits in.
+PARTS = [
+    ("event queue", ["src/engine/queue.rs", "irqsim::engine::queue"]),
+    ("kernel algorithms (coroutines)", ["src/engine/coro.rs", "src/kernel/", "irqsim::kernel::"]),
+    ("descriptor lines (MESI)", ["crates/pid-model/", "pid_model::"]),
+    ("MSI ledger", ["src/system/ledger.rs", "src/system/token_bag.rs", "src/system/parked.rs",
+                    "irqsim::system::ledger", "irqsim::system::token_bag"]),
+    ("I/O fabric, MSI sources", ["src/system/fabric.rs", "src/system/sources.rs",
+                                 "crates/iommu-sim/src/vtd/fabric.rs", "irqsim::system::fabric",
+                                 "irqsim::system::sources"]),
+    ("IOMMU", ["crates/iommu-sim/", "src/system/iommu.rs", "iommu_sim::", "irqsim::system::iommu"]),
+    ("local APIC", ["crates/apic-sim/", "apic_sim::"]),
+    ("random draws", ["crates/devices/src/dist.rs", "crates/devices/src/arrival", "rand_chacha",
+                      "rand_core", "/rand-", "libm", "dbl-64", "devices::dist", "devices::arrival"]),
+    ("devices, jobs", ["crates/devices/", "src/system/io.rs", "src/system/device_runtime.rs",
+                       "src/system/transmit.rs", "devices::", "irqsim::system::io",
+                       "irqsim::system::device_runtime"]),
+    ("latency statistics", ["hdrhistogram", "src/system/latency_log.rs", "latency_log"]),
+    ("allocator, memcpy", ["malloc", "memmove", "memcpy", "memset"]),
+    ("event loop, CPU states, tasks", ["src/system/", "crates/sim-core/"]),
+]
+OTHER = "standard library in the event loop, rest"
+
+def part_of(path, fn):
+    ours = not (path.startswith("/rustc/") or path.startswith("./") or path == "???")
+    for name, keys in PARTS:
+        if any(k in path for k in keys if "/" in k or "." in k) and ours:
+            return name
+    for name, keys in PARTS:
+        if any(k in path or k in (fn or "") for k in keys):
+            return name
+    return OTHER
+
 def load(d):
     events = json.load(open(f"{work}/{d}.json"))["events"]
-    names, totals, fn = None, None, None
-    per_fn, last_fn = collections.Counter(), collections.Counter()
+    names, totals, fn, fl, src = None, None, None, "???", "???"
+    per_fn, last_fn, by_part = collections.Counter(), collections.Counter(), collections.Counter()
     for line in open(f"{work}/{d}.out"):
         if line.startswith("events:"):
             names = line.split()[1:]
         elif line.startswith("summary:"):
             totals = dict(zip(names, map(int, line.split()[1:])))
+        elif line.startswith("fl="):
+            fl = src = line[3:].strip()
+        elif line.startswith(("fi=", "fe=")):
+            src = line[3:].strip()
         elif line.startswith("fn="):
             fn = line[3:].strip()
+            src = fl
         elif line[:1].isdigit():
             v = dict(zip(names, map(int, line.split()[1:])))
             per_fn[fn] += v.get("D1mr", 0) + v.get("D1mw", 0)
             last_fn[fn] += v.get("DLmr", 0) + v.get("DLmw", 0)
-    return events, totals, per_fn, last_fn
+            by_part[part_of(src, fn)] += v.get("Ir", 0)
+    return events, totals, per_fn, last_fn, by_part
 
-e1, t1, f1, l1 = load(short)
-e2, t2, f2, l2 = load(long_)
+e1, t1, f1, l1, p1 = load(short)
+e2, t2, f2, l2, p2 = load(long_)
 n = e2 - e1
 d = lambda k: (t2[k] - t1[k]) / n
 print(f"{n} events between the runs; cache misses count {unit}; per event: "
@@ -109,6 +152,10 @@ print(f"{n} events between the runs; cache misses count {unit}; per event: "
       f"last-level ({last_level}) misses {d('ILmr') + d('DLmr') + d('DLmw'):.3f}, "
       f"conditional branches mispredicted {d('Bcm'):.2f} of {d('Bc'):.1f}, "
       f"indirect {d('Bim'):.2f} of {d('Bi'):.1f}")
+print("Instructions per event, by part of the model:")
+parts = sorted(((p2[k] - p1.get(k, 0)) / n, k) for k in p2)
+for v, k in reversed(parts):
+    print(f"  {v:7.1f}  {100 * v / d('Ir'):5.1f}%  {k}")
 gain = sorted(((f2[k] - f1.get(k, 0)) / n, k) for k in f2)
 print(f"L1d misses ({unit}) per event, by function:")
 for v, k in reversed(gain[-15:]):
