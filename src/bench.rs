@@ -318,11 +318,11 @@ pub fn bench_scenario_rounds(
         let rows = mix
             .entries()
             .into_iter()
-            .map(|e| EventMixRow {
-                kind: e.kind,
-                count: e.count,
-                per_msi: e.count as f64 / msis,
-                share: e.count as f64 / total,
+            .map(|(kind, count)| EventMixRow {
+                kind,
+                count,
+                per_msi: count as f64 / msis,
+                share: count as f64 / total,
             })
             .collect();
         (Some((mean, pending, heap_events)), Some(rows))
