@@ -229,12 +229,14 @@ fn untimed_pass(scenario: &Scenario) -> Result<(f64, EventMix, u64), crate::Scen
     let end = sys.end_of_scenario();
     let (mut sum, mut samples) = (0u128, 0u64);
     let mut mix = EventMix::default();
-    while sys.next_event_time().is_some_and(|t| t <= end) {
-        sum += sys.pending_events() as u128;
-        samples += 1;
+    loop {
+        // The queue's length just before the pop, counted only when a pop happens.
+        let pending = sys.pending_events();
         let Some(kind) = sys.step_until(end) else {
             break;
         };
+        sum += pending as u128;
+        samples += 1;
         mix.add(kind);
     }
     let mean = if samples == 0 {

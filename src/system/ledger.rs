@@ -215,9 +215,15 @@ impl Ledger {
         }
     }
 
+    /// How many MSIs `msi` stands for: itself and those riding on it, which leave the
+    /// companion table with it.
+    fn with_riders(&mut self, msi: MsiToken) -> u64 {
+        1 + self.take_companions(msi).map_or(0, |c| c.len())
+    }
+
     /// Counts `msi` (and any MSI riding on it) dropped for `reason`.
     pub fn drop_msi(&mut self, msi: MsiToken, reason: &str) {
-        let n = 1 + self.take_companions(msi).map_or(0, |c| c.len());
+        let n = self.with_riders(msi);
         *self.dropped.entry(reason.to_string()).or_insert(0) += n;
     }
 
@@ -225,7 +231,7 @@ impl Ledger {
     /// device's event that the driver's acknowledgement of the device covers. It
     /// counts as handled and merged.
     pub fn served_without_interrupt(&mut self, msi: MsiToken) {
-        let n = 1 + self.take_companions(msi).map_or(0, |c| c.len());
+        let n = self.with_riders(msi);
         self.handled += n;
         self.merged += n;
     }
