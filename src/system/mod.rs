@@ -131,14 +131,6 @@ fn line_op_of(op: CpuOp, control: u64) -> Option<LineOp> {
     }
 }
 
-/// The vector whose algorithm a running CPU executes (0 when not running one).
-fn vector_of_running(state: CpuState) -> Vector {
-    match state {
-        CpuState::Running(v) => v,
-        _ => Vector(0),
-    }
-}
-
 /// Everything that happens in a run is one of these.
 ///
 /// `repr(u32)`: a four-byte tag puts every payload at an aligned offset, so an event is
@@ -979,7 +971,7 @@ impl System {
                 self.cpus[c].state = CpuState::Running(vector);
                 self.resume_algorithm(now, cpu, None);
             }
-            CpuState::Running(_) => {
+            CpuState::Running(vector) => {
                 let result = match self.cpus[c]
                     .op_in_flight
                     .take()
@@ -987,7 +979,7 @@ impl System {
                 {
                     OpInFlight::Cpu(op) => {
                         let value = self.complete_op(now, cpu, op);
-                        if self.is_notification(vector_of_running(self.cpus[c].state)) {
+                        if self.observing() && self.is_notification(vector) {
                             self.emit_step(
                                 now,
                                 cpu,
@@ -1017,14 +1009,14 @@ impl System {
 
     /// Applies the effect of an operation at its completion time and returns its result.
     fn complete_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> u64 {
-        let control = self.cpus[cpu as usize].pid.desc().control();
-        if let Some(line_op) = line_op_of(op, control) {
-            let before = if self.observing() {
-                self.line_snapshot(cpu)
-            } else {
-                Vec::new()
-            };
-            let c = &mut self.cpus[cpu as usize];
+        // Taken before the CPU is borrowed, so that the unobserved path indexes it once.
+        let before = if self.observing() {
+            self.line_snapshot(cpu)
+        } else {
+            Vec::new()
+        };
+        let c = &mut self.cpus[cpu as usize];
+        if let Some(line_op) = line_op_of(op, c.pid.desc().control()) {
             let stored_over = match op {
                 CpuOp::StorePir { word, .. } => c.pid.desc().pir_word(word),
                 _ => 0,
@@ -1053,7 +1045,6 @@ impl System {
             return value;
         }
         if op == CpuOp::Eoi {
-            let c = &mut self.cpus[cpu as usize];
             match c.gic.as_mut() {
                 Some(gic) => {
                     let intid = c.gic_active.pop().expect("EOI of an acknowledged LPI");
@@ -1086,7 +1077,7 @@ impl System {
                 }
             }
         }
-        let cost = match step {
+        let (in_flight, cost) = match step {
             Step::Done => {
                 if let CpuState::Running(v) = self.cpus[c].state {
                     if self.is_notification(v) {
@@ -1098,33 +1089,41 @@ impl System {
                 let cost = self.timing.irq_exit;
                 self.cpus[c].time.irq_exit += cost;
                 self.emit_cpu_span(cpu, now, cost, || CpuActivity::IrqExit);
-                cost
+                (None, cost)
             }
             Step::Request(KernelOp::Cpu(op)) => {
-                self.cpus[c].ops.count(op);
                 let cost = self.start_op(now, cpu, op);
-                self.cpus[c].op_in_flight = Some(OpInFlight::Cpu(op));
-                cost
+                (Some(OpInFlight::Cpu(op)), cost)
             }
             Step::Request(KernelOp::Ioapic(op)) => {
                 let cost = self.start_irq_ioapic_op(now, cpu, op);
-                self.cpus[c].op_in_flight = Some(OpInFlight::Ioapic(op));
-                cost
+                (Some(OpInFlight::Ioapic(op)), cost)
             }
             Step::Request(KernelOp::Ipi(op)) => {
                 let (in_flight, cost) = self.start_handler_ipi_op(now, cpu, op);
-                self.cpus[c].op_in_flight = Some(in_flight);
-                cost
+                (Some(in_flight), cost)
             }
         };
-        self.schedule_cpu_step(cpu, now + cost);
+        // The operation in flight, its count and the step's end, under one index of
+        // the CPU.
+        let at = now + cost;
+        let cpu_ref = &mut self.cpus[c];
+        if let Some(in_flight) = in_flight {
+            if let OpInFlight::Cpu(op) = in_flight {
+                cpu_ref.ops.count(op);
+            }
+            cpu_ref.op_in_flight = Some(in_flight);
+        }
+        cpu_ref.activity_end = at;
+        self.queue
+            .schedule(at, Priority::CPU, Event::CpuStep { cpu });
     }
 
     /// Charges an operation at issue and does what happens at its start.
     fn start_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> Duration {
         let c = cpu as usize;
-        if let Some(line_op) = line_op_of(op, self.cpus[c].pid.desc().control()) {
-            let cpu_ref = &mut self.cpus[c];
+        let cpu_ref = &mut self.cpus[c];
+        if let Some(line_op) = line_op_of(op, cpu_ref.pid.desc().control()) {
             // A miss waits while the line is in flight to another agent (an IOMMU
             // post holding it, another CPU's transfer); a hit does not touch it.
             let cost =
