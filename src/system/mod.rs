@@ -1010,7 +1010,8 @@ impl System {
     /// Applies the effect of an operation at its completion time and returns its result.
     fn complete_op(&mut self, now: SimTime, cpu: u32, op: CpuOp) -> u64 {
         // Taken before the CPU is borrowed, so that the unobserved path indexes it once.
-        let before = if self.observing() {
+        // Whether `op` touches the line does not depend on the control word.
+        let before = if self.observing() && line_op_of(op, 0).is_some() {
             self.line_snapshot(cpu)
         } else {
             Vec::new()
