@@ -1106,7 +1106,7 @@ impl System {
             }
         };
         // The operation in flight, its count and the step's end, under one index of
-        // the CPU.
+        // the CPU: what `schedule_cpu_step` does, without indexing the CPU again.
         let at = now + cost;
         let cpu_ref = &mut self.cpus[c];
         if let Some(in_flight) = in_flight {
