@@ -937,6 +937,9 @@ impl System {
         self.arm.is_none() && xcall::is_call_function_vector(vector)
     }
 
+    // Always inlined into `handle`, its one caller: CPU steps are most of `large`'s
+    // events, and LLVM's size heuristics otherwise make this arm a call.
+    #[inline(always)]
     fn on_cpu_step(&mut self, now: SimTime, cpu: u32) {
         let c = cpu as usize;
         match self.cpus[c].state {
