@@ -66,6 +66,8 @@ impl<E> Entry<E> {
 /// around one of them from moving the events at every push.
 const LIST_MAX: usize = 32;
 const LIST_RETURN: usize = 8;
+/// Most events a push walks past in the list; see [`EventQueue::insert_in_list`].
+const LIST_WALK_MAX: usize = 8;
 
 /// Events due at the same instant, ascending by tie order. New events usually carry
 /// the largest order yet, so inserting is an append; the binary search covers priorities
@@ -254,12 +256,23 @@ impl<E> EventQueue<E> {
     /// event up by one: most events are scheduled a short time ahead, so the walk is
     /// short, and moving entries one at a time costs less than `Vec::insert`'s call to
     /// `memmove` for the few it moves.
+    ///
+    /// A walk longer than [`LIST_WALK_MAX`] means the pending events are spread in time
+    /// and pushed anywhere among them: the events move into the radix buckets, which
+    /// serve that in constant time.
     #[inline(always)]
     fn insert_in_list(&mut self, entry: Entry<E>) {
         let key = entry.key();
         self.list.push(entry);
-        let mut at = self.list.len() - 1;
+        let last = self.list.len() - 1;
+        let mut at = last;
         while at > 0 && self.list[at - 1].key() < key {
+            if last - at == LIST_WALK_MAX {
+                // The list need not be sorted for the move: each event finds its
+                // bucket by its own time.
+                self.move_list_to_buckets();
+                return;
+            }
             self.list.swap(at - 1, at);
             at -= 1;
         }
@@ -591,6 +604,25 @@ mod tests {
         assert!(q.is_empty());
         where_events_were.dedup();
         assert_eq!(where_events_were, [false, true, false, true, false]);
+    }
+
+    #[test]
+    fn a_push_that_would_walk_past_many_events_moves_them_into_the_buckets() {
+        // Each push is later than every event pending: the list keeps the earliest at
+        // its end, so the push walks past all of them.
+        let mut q = EventQueue::new();
+        let count = LIST_WALK_MAX as u64 + 1;
+        for i in 0..count {
+            q.schedule(SimTime(1_000 + i), Priority::CPU, i);
+            assert!(!q.in_buckets, "a walk past {i} events stays in the list");
+        }
+        q.schedule(SimTime(1_000 + count), Priority::CPU, count);
+        assert!(
+            q.in_buckets,
+            "a walk past {count} events moves to the buckets"
+        );
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(popped, (0..=count).collect::<Vec<_>>());
     }
 
     mod against_a_binary_heap {
