@@ -1,6 +1,6 @@
 //! Event payloads that would make every queue entry larger.
 //!
-//! An [`super::Event`] is copied on every schedule and every radix move of the queue,
+//! An [`super::Event`] is copied on every schedule and every move inside the queue,
 //! and sits in the fabric's delivery queues. Most events carry a CPU or device index;
 //! a few carry more (an MSI's token, an IPI message, an injected SN change). Those few
 //! park their payload here and carry its slot, which keeps `Event` at 16 bytes and a
