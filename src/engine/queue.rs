@@ -116,10 +116,10 @@ const _: () = assert!(std::mem::size_of::<Bucket<()>>() == 32);
 ///
 /// With at most [`LIST_MAX`] events pending, the events sit in one list sorted by
 /// `(time, priority, insertion sequence)`, latest first: a pop takes the last entry,
-/// and a push walks from that end to its place. Beyond that, and until a spread finds
+/// and a push walks from that end to its place. Beyond that (or once a push would walk
+/// past more than [`LIST_WALK_MAX`] of them), and until a spread finds
 /// [`LIST_RETURN`] or fewer left, they sit in a radix heap on the event time
 /// (Ahuja, Mehlhorn, Orlin and Tarjan, 1990), with
-/// digits of [`DIGIT_BITS`] bits: an event scheduled at `t > base` sits in the bucket (Ahuja, Mehlhorn, Orlin and Tarjan, 1990), with
 /// digits of [`DIGIT_BITS`] bits: an event scheduled at `t > base` sits in the bucket
 /// of the highest digit in which `t` differs from `base`, where `base` is the earliest
 /// time still pending, and of `t`'s value in that digit. Buckets in index order hold
@@ -278,14 +278,15 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// The list is full: its events go into the radix buckets, whose `base` is now
-    /// (every pending event is due at or after it).
+    /// The list is full, or a push would walk too far: its events go into the radix
+    /// buckets, whose `base` is now (every pending event is due at or after it).
     #[cold]
     fn move_list_to_buckets(&mut self) {
         self.base = self.now.0;
         self.in_buckets = true;
         let mut list = std::mem::take(&mut self.list);
-        // Earliest first, so that same-instant events reach `at_base` in order.
+        // Earliest first, so that same-instant events usually reach `at_base` as
+        // appends (it sorts any that do not: a walk cut short leaves one out of place).
         while let Some(entry) = list.pop() {
             self.push_radix(entry);
         }
@@ -334,8 +335,8 @@ impl<E> EventQueue<E> {
         self.schedule(self.now + delay, priority, event);
     }
 
-    /// Time of the next event, if any: `base` if something is due at it, else the
-    /// earliest time in the lowest occupied bucket.
+    /// Time of the next event, if any: the list's last entry's; in the buckets, `base`
+    /// if something is due at it, else the earliest time in the lowest occupied bucket.
     pub fn peek_time(&self) -> Option<SimTime> {
         if !self.in_buckets {
             return self.list.last().map(|entry| SimTime(entry.time));
