@@ -5,7 +5,7 @@
 //! a few carry more (an MSI's token, an IPI message, an injected SN change). Those few
 //! park their payload here and carry its slot, which keeps `Event` at 16 bytes and a
 //! queue entry at 32: at 1,024 CPUs the queue's buckets no longer fit the L1 data cache,
-//! so its entry size is paid in misses on every event (README "Performance").
+//! so its entry size is paid in misses on every event (`docs/performance-history.md`).
 
 use std::num::NonZeroU32;
 
