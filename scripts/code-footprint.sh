@@ -18,34 +18,11 @@
 # (libm, libc). The counts are of the simulator's own code, not of the modelled
 # machine, and depend only on the binary and the scenario, not on the host.
 set -euo pipefail
-if [ $# -lt 3 ]; then
-  sed -n '2,9p' "$0" >&2
-  exit 2
-fi
-scenario=$1 short=$2 long=$3
-cd "$(dirname "$0")/.."
-bin=${4:-target/release/irqsim}
-command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
+# shellcheck source=scripts/two-runs.sh
+. "$(dirname "$0")/two-runs.sh"
+two_runs_args 2 9 "$@"
 command -v objdump >/dev/null || { echo "objdump is not installed (binutils)" >&2; exit 2; }
-[ -x "$bin" ] || { echo "no binary at $bin (cargo build --release --bin irqsim)" >&2; exit 2; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-run() { # $1 = duration in us; writes $work/$1.{out,json}
-  valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$work/$1.out" \
-    "$bin" bench scenario "$scenario" --no-heap --duration-us "$1" --json \
-    >"$work/$1.json" 2>"$work/$1.err" || true # a failed run is reported below
-}
-run "$short" &
-run "$long"
-wait
-for d in "$short" "$long"; do
-  if ! grep -q '"events"' "$work/$d.json"; then
-    echo "the run of $d us printed no report:" >&2
-    grep -v '^==' "$work/$d.err" | head -5 >&2
-    exit 1
-  fi
-done
+two_runs --tool=callgrind --dump-instr=yes --callgrind-out-file=%d.out
 objdump -d --no-show-raw-insn "$bin" >"$work/disasm"
 l1i=$(cat /sys/devices/system/cpu/cpu0/cache/index1/size 2>/dev/null || echo unknown)
 

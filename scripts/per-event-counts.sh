@@ -30,13 +30,9 @@
 # first and second levels for 4 KiB pages, approximately. An approximation, not a
 # hardware count.
 set -euo pipefail
-if [ $# -lt 3 ]; then
-  sed -n '2,8p' "$0" >&2
-  exit 2
-fi
-scenario=$1 short=$2 long=$3
-cd "$(dirname "$0")/.."
-bin=${4:-target/release/irqsim}
+# shellcheck source=scripts/two-runs.sh
+. "$(dirname "$0")/two-runs.sh"
+two_runs_args 2 8 "$@"
 # The per-core L2's size from sysfs ("1024K"), in bytes; empty if sysfs does not say.
 host_l2_bytes() {
   local d
@@ -65,20 +61,8 @@ else
   unit="lines"
   last_level="$((ll / 1024)) KiB"
 fi
-command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
-[ -x "$bin" ] || { echo "no binary at $bin (cargo build --release --bin irqsim)" >&2; exit 2; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-run() { # $1 = duration in us; writes $work/$1.{out,json}
-  valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes "${caches[@]}" \
-    --cachegrind-out-file="$work/$1.out" \
-    "$bin" bench scenario "$scenario" --no-heap --duration-us "$1" --json \
-    >"$work/$1.json" 2>"$work/$1.err"
-}
-run "$short" &
-run "$long"
-wait
+two_runs --tool=cachegrind --cache-sim=yes --branch-sim=yes "${caches[@]}" \
+  --cachegrind-out-file=%d.out
 
 python3 - "$work" "$short" "$long" "$unit" "$last_level" <<'PY'
 import collections, json, signal, sys
