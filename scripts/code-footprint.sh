@@ -11,12 +11,13 @@
 # For each rate R (an instruction counts as hot at R if it runs at least once per R
 # events), prints the hot instructions, their bytes, the 64-byte lines that hold them
 # and how much of those lines they fill; then the functions holding the most hot bytes
-# at R = 50. An event loop whose hot lines at the rate of one MSI's events exceed the
-# L1i (printed first) re-fetches code on every MSI: that is what the L1i misses of
-# per-event-counts.sh count. Instruction sizes come from objdump for the binary, and
-# are estimated from the gap to the next executed instruction in shared libraries
-# (libm, libc). The counts are of the simulator's own code, not of the modelled
-# machine, and depend only on the binary and the scenario, not on the host.
+# at R = 50. When the hot lines at the rate of an MSI or two (R near twice a
+# scenario's events per MSI) exceed the L1i (printed first), much of that code is
+# fetched again for every MSI, and per-event-counts.sh shows it as L1i misses.
+# Instruction sizes come from objdump for the binary, and are estimated from the gap
+# to the next executed instruction in shared libraries (libm, libc). The counts are of the simulator's own code, not of the modelled
+# machine, and depend only on the binary and the scenario, not on the host (the L1i
+# size printed aside).
 set -euo pipefail
 # shellcheck source=scripts/two-runs.sh
 . "$(dirname "$0")/two-runs.sh"
