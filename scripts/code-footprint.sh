@@ -110,7 +110,11 @@ def bytes_of(hot):
                 out[(ob, a)] = min(max(gap, 1), 8)
     return out
 
-print(f"{scenario}: {n} events between the runs; L1i of this host: {l1i}")
+widest = [k for k, v in per_event.items() if v * 200 >= 1]
+sized = sum(1 for ob, a in widest if ob == binary and a in size)
+print(f"{scenario}: {n} events between the runs; L1i of this host: {l1i}; "
+      f"objdump sized {sized} of the {len(widest)} instructions hot at R = 200 "
+      f"(the rest are in shared libraries, or the binary was not matched)")
 print("hot at R: instructions run at least once per R events (steady state)")
 for rate in (5, 10, 20, 50, 100, 200):
     hot = [k for k, v in per_event.items() if v * rate >= 1]
