@@ -15,9 +15,9 @@
 # scenario's events per MSI) exceed the L1i (printed first), much of that code is
 # fetched again for every MSI, and per-event-counts.sh shows it as L1i misses.
 # Instruction sizes come from objdump for the binary, and are estimated from the gap
-# to the next executed instruction in shared libraries (libm, libc). The counts are of the simulator's own code, not of the modelled
-# machine, and depend only on the binary and the scenario, not on the host (the L1i
-# size printed aside).
+# to the next executed instruction in shared libraries (libm, libc). The counts are of
+# the simulator's own code, not of the modelled machine, and depend only on the binary
+# and the scenario, not on the host (the L1i size printed aside).
 set -euo pipefail
 # shellcheck source=scripts/two-runs.sh
 . "$(dirname "$0")/two-runs.sh"
