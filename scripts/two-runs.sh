@@ -16,8 +16,13 @@ two_runs_args() {
     exit 2
   fi
   scenario=$1 short=$2 long=$3
+  # A scenario file or binary named relative to the caller's directory stays found
+  # after the cd below.
+  [ -f "$scenario" ] && scenario=$(realpath "$scenario")
+  bin=${4:-}
+  [ -n "$bin" ] && [ -e "$bin" ] && bin=$(realpath "$bin")
   cd "$(dirname "$0")/.."
-  bin=${4:-target/release/irqsim}
+  bin=${bin:-target/release/irqsim}
   command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
   [ -x "$bin" ] || { echo "no binary at $bin (cargo build --release --bin irqsim)" >&2; exit 2; }
   work=$(mktemp -d)
