@@ -13,6 +13,10 @@
 # as committed; CI checks two of them. A change that is meant to alter results records
 # the file again in the same commit, and says why in the message.
 set -euo pipefail
+# IRQSIM_BIN may be named relative to the caller's directory.
+if [ -n "${IRQSIM_BIN:-}" ] && [ -e "$IRQSIM_BIN" ]; then
+  IRQSIM_BIN=$(realpath "$IRQSIM_BIN")
+fi
 cd "$(dirname "$0")/.."
 
 BIN=${IRQSIM_BIN:-target/release/irqsim}
