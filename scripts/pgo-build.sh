@@ -24,9 +24,11 @@
 # check). Builds in target/pgo-gen and target/pgo-use, leaving target/release alone.
 # Takes two release builds (about 3 minutes each on 2 cores) and the training runs.
 set -euo pipefail
+# OUT_BINARY is named relative to the caller's directory; the default, to the repository.
+out=${1:+$(realpath -m "$1")}
 cd "$(dirname "$0")/.."
 
-out=${1:-target/pgo/irqsim}
+out=${out:-target/pgo/irqsim}
 train=${TRAIN:-all}
 case $train in
   all | bench) ;;
