@@ -25,7 +25,13 @@ two_runs_args 2 9 "$@"
 command -v objdump >/dev/null || { echo "objdump is not installed (binutils)" >&2; exit 2; }
 two_runs --tool=callgrind --dump-instr=yes --callgrind-out-file=%d.out
 objdump -d --no-show-raw-insn "$bin" >"$work/disasm"
-l1i=$(cat /sys/devices/system/cpu/cpu0/cache/index1/size 2>/dev/null || echo unknown)
+# The level-1 instruction cache's size from sysfs ("32K"), whichever index it has.
+l1i=unknown
+for d in /sys/devices/system/cpu/cpu0/cache/index*; do
+  if [ "$(cat "$d/level" 2>/dev/null)" = 1 ] && [ "$(cat "$d/type" 2>/dev/null)" = Instruction ]; then
+    l1i=$(cat "$d/size")
+  fi
+done
 
 python3 - "$scenario" "$work" "$short" "$long" "$(readlink -f "$bin")" "$l1i" <<'PY'
 import collections, json, re, signal, sys
