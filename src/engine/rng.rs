@@ -25,7 +25,9 @@ impl RngStreams {
         self.seed
     }
 
-    /// The stream for `component`. Same seed and name: same stream, always.
+    /// The stream for `component`. Same seed and name: same stream, always. A system's
+    /// components take their names from `system::stream_names`, whose list validation
+    /// checks for repeats; a new kind of component that draws must be added there.
     pub fn stream(&self, component: &str) -> ChaCha8Rng {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(stable_hash(component.as_bytes()));

@@ -21,6 +21,7 @@ use super::fabric::{Landing, PortWrite};
 use super::latency_log::{empty_histogram, LatencyLog};
 use super::ledger::MsiToken;
 use super::scenario::{Scenario, ScenarioError};
+use super::stream_names;
 use super::{CpuActivity, CpuState, Event, System};
 use crate::engine::Priority;
 
@@ -366,17 +367,14 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     let node = NodeCpus::flat(ncpus);
     let mut spreads = SpreadMemo::new(&node);
     let mut io = Io::default();
-    let name_or = |name: &str, kind: &str, i: usize| {
-        if name.is_empty() {
-            format!("{kind}{i}")
-        } else {
-            name.to_string()
-        }
-    };
     // VMD domains first: their children assign vectors in probe order.
     for (i, v) in sc.vmd.iter().enumerate() {
         io.vmd.push(VmdRt {
-            name: name_or(&v.name, "vmd", i),
+            name: if v.name.is_empty() {
+                format!("vmd{i}")
+            } else {
+                v.name.clone()
+            },
             domain: VmdDomain::new(
                 v.vmd.clone(),
                 sc.costs.vmd.forward_ns,
@@ -396,7 +394,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     }
     let mut children_per_vmd = vec![0u32; sc.vmd.len()];
     for (i, d) in sc.nvme.iter().enumerate() {
-        let name = name_or(&d.name, "nvme", i);
+        let name = sc.nvme_name(i);
         let targets =
             d.affinity
                 .resolve_in(d.drive.queues, &mut spreads, &format!("nvme[{i}].affinity"))?;
@@ -442,7 +440,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             .find(|j| j.drive as usize == i)
             .map_or(4096, |j| j.block_bytes);
         io.nvme.push(NvmeRt {
-            rng: b.streams.stream(&name),
+            rng: b.streams.stream(&stream_names::nvme(&name)),
             name,
             drive: NvmeDrive::new(d.drive.clone(), &sc.costs.nvme, &format!("nvme[{i}].drive"))?,
             handler_cycles: d.handler_cycles.unwrap_or(sc.costs.nvme_host.irq_cycles),
@@ -508,7 +506,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
         });
     }
     for (i, n) in sc.nics.iter().enumerate() {
-        let name = name_or(&n.name, "nic", i);
+        let name = sc.nic_name(i);
         let targets =
             n.affinity
                 .resolve_in(n.queues, &mut spreads, &format!("nics[{i}].affinity"))?;
@@ -536,7 +534,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             })?;
             queues.push(NicQueueRt {
                 queue,
-                rng: b.streams.stream(&format!("{name} q{q}")),
+                rng: b.streams.stream(&stream_names::nic_queue(&name, q)),
                 source,
                 cpu: cpu.0,
                 wake: Wake::default(),

@@ -346,11 +346,7 @@ impl System {
             let _ = io
                 .write_entry(p.pin, entry)
                 .map_err(|e| ScenarioError::invalid_from(&format!("{f}.pin"), e))?;
-            let name = if p.name.is_empty() {
-                format!("pin{}", p.pin)
-            } else {
-                p.name.clone()
-            };
+            let name = sc.ioapic_pin_name(i);
             cpus[p.cpu as usize].register_handler(vector, HandlerRef::IoapicPin(i as u16));
             sources.push(MsiSource::new(
                 name.clone(),
@@ -363,7 +359,7 @@ impl System {
             ));
             by_pin[p.pin as usize] = Some(i as u16);
             pins.push(Pin {
-                rng: streams.stream(&format!("ioapic/{name}")),
+                rng: streams.stream(&super::stream_names::ioapic_pin(&name)),
                 name,
                 pin: p.pin,
                 cpu: p.cpu,

@@ -35,6 +35,7 @@ pub mod scenario;
 pub mod smmu_costs;
 pub mod smmu_host;
 pub mod sources;
+pub mod stream_names;
 pub mod task;
 pub mod token_bag;
 pub mod transmit;
@@ -496,7 +497,7 @@ impl System {
             source.flow_controlled = matches!(model, DeviceModel::Open(_));
             sources.push(source);
             devices.push(Device {
-                rng: streams.stream(&name),
+                rng: streams.stream(&stream_names::dsa(&name)),
                 name,
                 model,
                 handler_cycles: d.handler_cycles.unwrap_or(costs.dsa.handler_cycles),

@@ -968,6 +968,7 @@ impl Scenario {
         super::ioapic::validate(self)?;
         super::retrigger::validate(self)?;
         super::migration::validate(self)?;
+        super::stream_names::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {

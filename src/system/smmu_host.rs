@@ -190,6 +190,14 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                     format!("a CPU 0..{n}"),
                 ));
             }
+            if l.cpus[..j].contains(&c) {
+                // One caller per CPU: a second would share the first's random stream.
+                return Err(ScenarioError::invalid(
+                    format!("smmu_loads[{i}].cpus[{j}]"),
+                    c,
+                    "each CPU once",
+                ));
+            }
         }
         if let SmmuWorkload::Unmap { pages } = l.workload {
             if !(1..=4096).contains(&pages) {
@@ -376,11 +384,7 @@ impl SmmuHost {
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                let name = if l.name.is_empty() {
-                    format!("smmu_load{i}")
-                } else {
-                    l.name.clone()
-                };
+                let name = sc.smmu_load_name(i);
                 let cpus = l
                     .cpus
                     .iter()
@@ -389,7 +393,7 @@ impl SmmuHost {
                         called_by[cpu as usize].push((i as u16, j as u16));
                         LoadCpu {
                             cpu,
-                            rng: streams.stream(&format!("{name}/cpu{cpu}")),
+                            rng: streams.stream(&super::stream_names::smmu_load_cpu(&name, cpu)),
                             queued: 0,
                             left: l.calls,
                             calls: 0,

@@ -362,17 +362,13 @@ impl Xcall {
         let mut initiated_by = vec![Vec::new(); n as usize];
         let mut loads = Vec::with_capacity(sc.shootdowns.len());
         for (i, l) in sc.shootdowns.iter().enumerate() {
-            let name = if l.name.is_empty() {
-                format!("shootdown{i}")
-            } else {
-                l.name.clone()
-            };
+            let name = sc.shootdown_name(i);
             let mut initiators = Vec::with_capacity(l.from.len());
             for (j, &cpu) in l.from.iter().enumerate() {
                 initiated_by[cpu as usize].push((i as u16, j as u16));
                 initiators.push(Initiator {
                     cpu,
-                    rng: streams.stream(&format!("{name}/cpu{cpu}")),
+                    rng: streams.stream(&super::stream_names::shootdown_initiator(&name, cpu)),
                     queued: 0,
                     requested: 0,
                     left: l.calls,

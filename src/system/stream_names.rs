@@ -1,0 +1,263 @@
+//! The name of every random stream a system draws from.
+//!
+//! Each component draws from the stream its name selects ([`crate::engine::RngStreams`]).
+//! Two components whose streams share a name would draw the same numbers: two drives
+//! with one name would see the same media latency, command for command, and two
+//! shootdown loads of one name on one CPU would call in step. Nothing in a report
+//! shows such a correlation, so it would pass for a result. The builders therefore
+//! take every stream's name from the functions here, [`Scenario::random_streams`] lists
+//! the same names, and validation refuses a scenario in which two of them coincide.
+
+use std::collections::HashMap;
+
+use super::scenario::{Scenario, ScenarioError};
+
+/// A DSA device's stream: its name.
+pub(super) fn dsa(device: &str) -> String {
+    device.to_string()
+}
+
+/// An NVMe drive's stream: its name.
+pub(super) fn nvme(drive: &str) -> String {
+    drive.to_string()
+}
+
+/// A NIC queue's stream.
+pub(super) fn nic_queue(nic: &str, queue: usize) -> String {
+    format!("{nic} q{queue}")
+}
+
+/// A shootdown initiator's stream.
+pub(super) fn shootdown_initiator(load: &str, cpu: u32) -> String {
+    format!("{load}/cpu{cpu}")
+}
+
+/// The stream of one CPU of an SMMU load.
+pub(super) fn smmu_load_cpu(load: &str, cpu: u32) -> String {
+    format!("{load}/cpu{cpu}")
+}
+
+/// An IOAPIC pin's stream.
+pub(super) fn ioapic_pin(pin: &str) -> String {
+    format!("ioapic/{pin}")
+}
+
+/// One random stream the system will draw from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamUse {
+    /// The stream's name.
+    pub stream: String,
+    /// The scenario field whose value the name comes from (`nvme[1].name`).
+    pub field: String,
+    /// That field's value as the system uses it: the name given, or the default.
+    pub name: String,
+    /// Whether `name` is the default (the field was left out).
+    pub defaulted: bool,
+}
+
+fn name_or(given: &str, default: impl FnOnce() -> String) -> (String, bool) {
+    if given.is_empty() {
+        (default(), true)
+    } else {
+        (given.to_string(), false)
+    }
+}
+
+impl Scenario {
+    /// An NVMe drive's name in reports and streams: its `name`, or `nvme<i>`.
+    pub fn nvme_name(&self, i: usize) -> String {
+        name_or(&self.nvme[i].name, || format!("nvme{i}")).0
+    }
+
+    /// A NIC's name in reports and streams: its `name`, or `nic<i>`.
+    pub fn nic_name(&self, i: usize) -> String {
+        name_or(&self.nics[i].name, || format!("nic{i}")).0
+    }
+
+    /// A shootdown load's name: its `name`, or `shootdown<i>`.
+    pub fn shootdown_name(&self, i: usize) -> String {
+        name_or(&self.shootdowns[i].name, || format!("shootdown{i}")).0
+    }
+
+    /// An SMMU load's name: its `name`, or `smmu_load<i>`.
+    pub fn smmu_load_name(&self, i: usize) -> String {
+        name_or(&self.smmu_loads[i].name, || format!("smmu_load{i}")).0
+    }
+
+    /// An IOAPIC pin's name: its `name`, or `pin<pin>`.
+    pub fn ioapic_pin_name(&self, i: usize) -> String {
+        let p = &self.ioapic_pins[i];
+        name_or(&p.name, || format!("pin{}", p.pin)).0
+    }
+
+    /// Every random stream a system built from this scenario draws from, in build
+    /// order, with the field that names it.
+    pub fn random_streams(&self) -> Vec<StreamUse> {
+        let mut out = Vec::new();
+        let mut add = |stream: String, field: String, (name, defaulted): (String, bool)| {
+            out.push(StreamUse {
+                stream,
+                field,
+                name,
+                defaulted,
+            })
+        };
+        for (i, d) in self.devices.iter().enumerate() {
+            let name = name_or(&d.name, || format!("device{i}"));
+            add(dsa(&name.0), format!("devices[{i}].name"), name);
+        }
+        for (i, d) in self.nvme.iter().enumerate() {
+            let name = name_or(&d.name, || format!("nvme{i}"));
+            add(nvme(&name.0), format!("nvme[{i}].name"), name);
+        }
+        for (i, n) in self.nics.iter().enumerate() {
+            let name = name_or(&n.name, || format!("nic{i}"));
+            for q in 0..n.queues as usize {
+                add(
+                    nic_queue(&name.0, q),
+                    format!("nics[{i}].name"),
+                    name.clone(),
+                );
+            }
+        }
+        for (i, l) in self.shootdowns.iter().enumerate() {
+            let name = name_or(&l.name, || format!("shootdown{i}"));
+            for &cpu in &l.from {
+                let stream = shootdown_initiator(&name.0, cpu);
+                add(stream, format!("shootdowns[{i}].name"), name.clone());
+            }
+        }
+        for (i, l) in self.smmu_loads.iter().enumerate() {
+            let name = name_or(&l.name, || format!("smmu_load{i}"));
+            for &cpu in &l.cpus {
+                let stream = smmu_load_cpu(&name.0, cpu);
+                add(stream, format!("smmu_loads[{i}].name"), name.clone());
+            }
+        }
+        for (i, p) in self.ioapic_pins.iter().enumerate() {
+            let name = name_or(&p.name, || format!("pin{}", p.pin));
+            add(ioapic_pin(&name.0), format!("ioapic_pins[{i}].name"), name);
+        }
+        out
+    }
+}
+
+/// Refuses two components that would draw from one stream (see the module docs).
+pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    let streams = sc.random_streams();
+    let mut first_user: HashMap<&str, &StreamUse> = HashMap::with_capacity(streams.len());
+    for s in &streams {
+        let Some(first) = first_user.insert(&s.stream, s) else {
+            continue;
+        };
+        // Never two CPUs of one load: their lists were checked distinct before this
+        // runs, so a repeat is always two components.
+        let value = if s.defaulted {
+            format!("{:?} (the default, as the field is left out)", s.name)
+        } else {
+            format!("{:?}", s.name)
+        };
+        let first_value = if first.defaulted {
+            format!("{:?} by default", first.name)
+        } else {
+            format!("{:?}", first.name)
+        };
+        return Err(ScenarioError::invalid(
+            &s.field,
+            value,
+            format!(
+                "a name no other component's random stream uses: {} = {first_value} already draws from the stream \"{}\", and two components on one stream would draw the same numbers",
+                first.field, s.stream
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str =
+        "name = \"t\"\nseed = 1\nduration_us = 100\nmode = \"posted\"\n[cpus]\ncount = 4\n";
+
+    fn parse(body: &str) -> Result<Scenario, ScenarioError> {
+        let sc = Scenario::from_toml_str(&format!("{HEAD}{body}"), "t.toml")?;
+        sc.validate()?;
+        Ok(sc)
+    }
+
+    fn drive(name: &str) -> String {
+        let name = if name.is_empty() {
+            String::new()
+        } else {
+            format!("name = \"{name}\"\n")
+        };
+        format!("[[nvme]]\n{name}drive = {{ queues = 2 }}\n")
+    }
+
+    #[test]
+    fn two_drives_of_one_name_are_refused_at_the_second() {
+        let err = parse(&(drive("ssd") + &drive("ssd"))).unwrap_err();
+        assert_eq!(err.field(), Some("nvme[1].name"));
+        let text = err.to_string();
+        assert!(text.contains("nvme[0].name = \"ssd\""), "{text}");
+        assert!(text.contains("stream \"ssd\""), "{text}");
+        assert!(parse(&(drive("ssd") + &drive("ssd2"))).is_ok());
+    }
+
+    #[test]
+    fn a_given_name_that_equals_another_components_default_is_refused() {
+        let dsa = "[[devices]]\nkind = \"dsa\"\nname = \"nvme0\"\nvector = 0x21\ncpu = 1\narrival = { kind = \"poisson\", rate_per_s = 1e5 }\n";
+        let err = parse(&(dsa.to_string() + &drive(""))).unwrap_err();
+        assert_eq!(err.field(), Some("nvme[0].name"));
+        assert!(err.to_string().contains("(the default"), "{err}");
+        // Unnamed drives take distinct defaults.
+        assert!(parse(&(drive("") + &drive(""))).is_ok());
+    }
+
+    #[test]
+    fn nic_queue_streams_collide_only_on_a_shared_name() {
+        let nic = |name: &str| {
+            format!("[[nics]]\nname = \"{name}\"\nqueues = 2\nrx = {{ kind = \"poisson\", rate_per_s = 1e5 }}\n")
+        };
+        let err = parse(&(nic("eth") + &nic("eth"))).unwrap_err();
+        assert_eq!(err.field(), Some("nics[1].name"));
+        assert!(err.to_string().contains("stream \"eth q0\""), "{err}");
+        assert!(parse(&(nic("eth0") + &nic("eth1"))).is_ok());
+    }
+
+    #[test]
+    fn shootdown_loads_of_one_name_collide_only_on_a_shared_cpu() {
+        let load = |from: &str| {
+            format!("[[shootdowns]]\nname = \"flush\"\nfrom = [{from}]\ntargets = [3]\narrival = {{ kind = \"poisson\", rate_per_s = 1e4 }}\n")
+        };
+        let err = parse(&(load("0, 1") + &load("1"))).unwrap_err();
+        assert_eq!(err.field(), Some("shootdowns[1].name"));
+        assert!(err.to_string().contains("stream \"flush/cpu1\""), "{err}");
+        assert!(parse(&(load("0") + &load("1"))).is_ok());
+    }
+
+    #[test]
+    fn an_smmu_load_calls_from_each_cpu_once() {
+        use crate::system::smmu_host::SmmuWorkload;
+        let workload = SmmuWorkload::Unmap { pages: 1 };
+        let mut sc = crate::experiments::smmu_cmdsync::load_scenario(false, workload, 2, 1);
+        sc.validate().unwrap();
+        sc.smmu_loads[0].cpus = vec![1, 1];
+        let err = sc.validate().unwrap_err();
+        assert_eq!(err.field(), Some("smmu_loads[0].cpus[1]"));
+    }
+
+    #[test]
+    fn every_embedded_scenario_has_distinct_streams() {
+        for (name, text) in crate::scenarios::EMBEDDED {
+            let sc = Scenario::from_toml_str(text, name).unwrap();
+            let streams = sc.random_streams();
+            let distinct: std::collections::HashSet<_> =
+                streams.iter().map(|s| &s.stream).collect();
+            assert_eq!(distinct.len(), streams.len(), "{name}");
+            assert!(!streams.is_empty(), "{name} draws from no stream");
+        }
+    }
+}
