@@ -116,6 +116,36 @@ fn two_devices_on_one_irte() {
 }
 
 #[test]
+fn two_devices_on_one_vector_of_one_cpu() {
+    // The second device names CPU 0 by its x2APIC ID, so the rule sees targets, not
+    // the field the scenario used.
+    let second = |target: &'static str| {
+        move |s: &str| {
+            format!("{s}[[devices]]\nkind = \"dsa\"\nvector = 0x21\n{target}\narrival = {{ kind = \"fixed\", interval_ns = 100.0 }}\n")
+        }
+    };
+    expect_invalid(
+        second("apic_id = 0"),
+        "devices[1].vector",
+        "0x21",
+        "no other device uses on CPU 0 (devices[0] has it)",
+    );
+    // The same vector on another CPU is another interrupt.
+    check(second("cpu = 1")).unwrap();
+}
+
+#[test]
+fn two_drives_of_one_name_share_a_random_stream() {
+    let drive = "[[nvme]]\nname = \"ssd\"\ndrive = { queues = 1 }\n";
+    expect_invalid(
+        |s| format!("{s}{drive}{drive}"),
+        "nvme[1].name",
+        "\"ssd\"",
+        "nvme[0].name = \"ssd\" already draws from the stream \"ssd\"",
+    );
+}
+
+#[test]
 fn irte_table_not_a_power_of_two() {
     expect_invalid(
         |s| s.replace("irte_entries = 64", "irte_entries = 100"),

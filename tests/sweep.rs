@@ -409,14 +409,23 @@ fn errors_name_the_axis_the_field_and_what_is_allowed() {
         let e = axis(field, values).unwrap_err().to_string();
         assert!(e.contains(needle), "{field} {values}: {e}");
     }
-    // Validation: a vector valid in remapped mode but not in posted mode.
+    // Validation: a vector valid in remapped mode but not in posted mode. Only device
+    // 0's: `default`'s four devices share CPU 0, where each needs a vector of its own.
     let s = sweep(
-        "base = \"default\"\n[[axes]]\nfield = \"mode\"\nvalues = [\"remapped\", \"posted\"]\n[[axes]]\nfield = \"devices[*].vector\"\nvalues = [64, 240]\n",
+        "base = \"default\"\n[[axes]]\nfield = \"mode\"\nvalues = [\"remapped\", \"posted\"]\n[[axes]]\nfield = \"devices[0].vector\"\nvalues = [64, 240]\n",
     )
     .unwrap();
     let e = s.check_all().unwrap_err().to_string();
     assert!(
-        e.contains("point 3 (mode = posted, devices[*].vector = 240) is invalid (set by axis 2 `devices[*].vector`): devices[0].vector = 0xf0 is not allowed"),
+        e.contains("point 3 (mode = posted, devices[0].vector = 240) is invalid (set by axis 2 `devices[0].vector`): devices[0].vector = 0xf0 is not allowed"),
+        "{e}"
+    );
+    // Every device on one vector of one CPU: refused at the first point.
+    let s = sweep("base = \"default\"\n[[axes]]\nfield = \"devices[*].vector\"\nvalues = [64]\n")
+        .unwrap();
+    let e = s.check_all().unwrap_err().to_string();
+    assert!(
+        e.contains("devices[1].vector = 0x40 is not allowed: expected a vector no other device uses on CPU 0"),
         "{e}"
     );
     // Base and file errors.

@@ -971,8 +971,23 @@ impl Scenario {
         super::stream_names::validate(self)?;
         let cpu_of_apic = self.cpu_of_apic_id();
         let mut irte_owner = std::collections::BTreeMap::new();
+        let mut vector_owner = std::collections::BTreeMap::new();
         for i in 0..self.devices.len() {
             self.validate_device(i, &cpu_of_apic)?;
+            // A CPU runs one handler per vector: a second device on the same one
+            // would take over the first's handler, and a closed-loop first device
+            // would never see its completions reaped.
+            let cpu = self.target_cpu_of(i, &cpu_of_apic);
+            let vector = self.devices[i].vector;
+            if let Some(j) = vector_owner.insert((cpu, vector), i) {
+                return Err(ScenarioError::invalid(
+                    format!("devices[{i}].vector"),
+                    format!("{vector:#x}"),
+                    format!(
+                        "a vector no other device uses on CPU {cpu} (devices[{j}] has it): Linux's vector allocator gives each interrupt a vector of its own on its CPU"
+                    ),
+                ));
+            }
             let irte = self.irte_index_of(i);
             if let Some(j) = irte_owner.insert(irte, i) {
                 return Err(ScenarioError::invalid(
