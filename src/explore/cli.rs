@@ -20,8 +20,9 @@ use super::{
     explore_variant, ExploreConfig, ExploreReport, ExploreResult, MemoryModel, MigrationCleanup,
     DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
 };
+use crate::kernel::posted_msi::FIRST_EXTERNAL_VECTOR;
 use crate::kernel::retrigger::PostedMsiAck;
-use crate::kernel::DEFAULT_MAX_LOOPS;
+use crate::kernel::{DEFAULT_MAX_LOOPS, POSTED_MSI_NOTIFICATION_VECTOR};
 use sim_core::Vector;
 
 /// Arguments of `irqsim explore`.
@@ -127,7 +128,7 @@ impl ExploreArgs {
                 Some(rest) => (true, rest),
                 None => (false, text.as_str()),
             };
-            let vectors = parse_vectors(list)?;
+            let vectors = parse_vectors(list, any_of)?;
             if any_of {
                 c = c.any_of(vectors);
             } else {
@@ -150,24 +151,50 @@ impl ExploreArgs {
     }
 }
 
-/// Parses `0x21,0x61` (hex with `0x`, or decimal) into vectors.
-fn parse_vectors(list: &str) -> Result<Vec<Vector>, String> {
-    let vectors = list
-        .split(',')
-        .map(str::trim)
-        .map(|item| {
-            let parsed = match item.strip_prefix("0x").or_else(|| item.strip_prefix("0X")) {
-                Some(hex) => u8::from_str_radix(hex, 16),
-                None => item.parse::<u8>(),
+/// Parses `0x21,0x61` (hex with `0x`, or decimal) into device vectors; `choice` (the
+/// list after `any-of:`) also refuses a repeat.
+///
+/// The explorer's own validation would refuse the same lists, but it names its
+/// config's fields (`posts`, `post_choices`) and prints a vector in decimal; these
+/// errors name the flag and the entry as the user wrote it.
+fn parse_vectors(list: &str, choice: bool) -> Result<Vec<Vector>, String> {
+    let flag = if choice {
+        format!("--vectors \"any-of:{list}\"")
+    } else {
+        format!("--vectors {list:?}")
+    };
+    let mut vectors: Vec<Vector> = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let hex = item.strip_prefix("0x").or_else(|| item.strip_prefix("0X"));
+        let parsed = match hex {
+            Some(digits) => u8::from_str_radix(digits, 16),
+            None => item.parse::<u8>(),
+        };
+        let v = parsed.map(Vector).map_err(|_| {
+            format!(
+                "{flag}: {item:?} is not a vector: expected a number 0..=255 \
+                 (hex with 0x, or decimal), comma-separated, optionally after `any-of:`"
+            )
+        })?;
+        if v.0 < FIRST_EXTERNAL_VECTOR || v >= POSTED_MSI_NOTIFICATION_VECTOR {
+            let shown = match hex {
+                Some(_) => item.to_string(),
+                None => format!("{item} ({:#04x})", v.0),
             };
-            parsed.map(Vector).map_err(|_| {
-                format!(
-                    "--vectors {list:?}: {item:?} is not a vector: expected a number 0..=255 \
-                     (hex with 0x, or decimal), comma-separated, optionally after `any-of:`"
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+            return Err(format!(
+                "{flag}: {shown} is not a device vector: expected {FIRST_EXTERNAL_VECTOR:#04x}..{:#04x} \
+                 (below the posted-MSI notification vector)",
+                POSTED_MSI_NOTIFICATION_VECTOR.0
+            ));
+        }
+        if choice && vectors.contains(&v) {
+            return Err(format!(
+                "{flag}: {:#04x} appears twice: expected each vector of a choice once",
+                v.0
+            ));
+        }
+        vectors.push(v);
+    }
     Ok(vectors)
 }
 
@@ -565,15 +592,27 @@ mod tests {
 
     #[test]
     fn bad_choices_and_a_low_state_limit_exit_2() {
-        let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "any-of:0x21,0x21"]);
+        let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "any-of:0x21,33"]);
         assert_eq!(code, 2);
         assert!(
-            err.contains("post_choices") && err.contains("each vector once"),
+            err.contains("--vectors \"any-of:0x21,33\": 0x21 appears twice")
+                && err.contains("each vector of a choice once"),
             "{err}"
         );
-        let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "any-of:0x10"]);
-        assert_eq!(code, 2);
-        assert!(err.contains("device vectors"), "{err}");
+        // A repeat in an ordered list is a sequence, not an error.
+        assert!(parse(&["--variant", "rfc", "--vectors", "0x21,0x21"])
+            .config()
+            .is_ok());
+        for (flag, shown) in [("any-of:0x10", ": 0x10 is"), ("0x21,16", ": 16 (0x10) is")] {
+            let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", flag]);
+            assert_eq!(code, 2);
+            assert!(
+                err.contains(&format!("{shown} not a device vector: expected 0x20..0xeb")),
+                "{err}"
+            );
+        }
+        let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "0xeb"]);
+        assert_eq!(code, 2, "{err}");
         let (code, _, err) = run_str(&["--variant", "rfc", "--max-states", "10"]);
         assert_eq!(code, 2);
         assert!(err.contains("more than 10 distinct states"), "{err}");
