@@ -55,88 +55,95 @@ pub struct StreamUse {
     pub defaulted: bool,
 }
 
-fn name_or(given: &str, default: impl FnOnce() -> String) -> (String, bool) {
+fn name_or(given: &str, default: impl FnOnce() -> String) -> String {
     if given.is_empty() {
-        (default(), true)
+        default()
     } else {
-        (given.to_string(), false)
+        given.to_string()
     }
 }
 
 impl Scenario {
     /// An NVMe drive's name in reports and streams: its `name`, or `nvme<i>`.
     pub fn nvme_name(&self, i: usize) -> String {
-        name_or(&self.nvme[i].name, || format!("nvme{i}")).0
+        name_or(&self.nvme[i].name, || format!("nvme{i}"))
     }
 
     /// A NIC's name in reports and streams: its `name`, or `nic<i>`.
     pub fn nic_name(&self, i: usize) -> String {
-        name_or(&self.nics[i].name, || format!("nic{i}")).0
+        name_or(&self.nics[i].name, || format!("nic{i}"))
     }
 
     /// A shootdown load's name: its `name`, or `shootdown<i>`.
     pub fn shootdown_name(&self, i: usize) -> String {
-        name_or(&self.shootdowns[i].name, || format!("shootdown{i}")).0
+        name_or(&self.shootdowns[i].name, || format!("shootdown{i}"))
     }
 
     /// An SMMU load's name: its `name`, or `smmu_load<i>`.
     pub fn smmu_load_name(&self, i: usize) -> String {
-        name_or(&self.smmu_loads[i].name, || format!("smmu_load{i}")).0
+        name_or(&self.smmu_loads[i].name, || format!("smmu_load{i}"))
     }
 
     /// An IOAPIC pin's name: its `name`, or `pin<pin>`.
     pub fn ioapic_pin_name(&self, i: usize) -> String {
         let p = &self.ioapic_pins[i];
-        name_or(&p.name, || format!("pin{}", p.pin)).0
+        name_or(&p.name, || format!("pin{}", p.pin))
     }
 
     /// Every random stream a system built from this scenario draws from, in build
     /// order, with the field that names it.
     pub fn random_streams(&self) -> Vec<StreamUse> {
         let mut out = Vec::new();
-        let mut add = |stream: String, field: String, (name, defaulted): (String, bool)| {
+        // `given` is the field as written: empty when the name is the default.
+        let mut add = |stream: String, field: String, name: &str, given: &str| {
             out.push(StreamUse {
                 stream,
                 field,
-                name,
-                defaulted,
+                name: name.to_string(),
+                defaulted: given.is_empty(),
             })
         };
         for (i, d) in self.devices.iter().enumerate() {
-            let name = name_or(&d.name, || format!("device{i}"));
-            add(dsa(&name.0), format!("devices[{i}].name"), name);
+            let name = self.device_name(i);
+            add(dsa(&name), format!("devices[{i}].name"), &name, &d.name);
         }
         for (i, d) in self.nvme.iter().enumerate() {
-            let name = name_or(&d.name, || format!("nvme{i}"));
-            add(nvme(&name.0), format!("nvme[{i}].name"), name);
+            let name = self.nvme_name(i);
+            add(nvme(&name), format!("nvme[{i}].name"), &name, &d.name);
         }
         for (i, n) in self.nics.iter().enumerate() {
-            let name = name_or(&n.name, || format!("nic{i}"));
+            let name = self.nic_name(i);
             for q in 0..n.queues as usize {
                 add(
-                    nic_queue(&name.0, q),
+                    nic_queue(&name, q),
                     format!("nics[{i}].name"),
-                    name.clone(),
+                    &name,
+                    &n.name,
                 );
             }
         }
         for (i, l) in self.shootdowns.iter().enumerate() {
-            let name = name_or(&l.name, || format!("shootdown{i}"));
+            let name = self.shootdown_name(i);
             for &cpu in &l.from {
-                let stream = shootdown_initiator(&name.0, cpu);
-                add(stream, format!("shootdowns[{i}].name"), name.clone());
+                let stream = shootdown_initiator(&name, cpu);
+                add(stream, format!("shootdowns[{i}].name"), &name, &l.name);
             }
         }
         for (i, l) in self.smmu_loads.iter().enumerate() {
-            let name = name_or(&l.name, || format!("smmu_load{i}"));
+            let name = self.smmu_load_name(i);
             for &cpu in &l.cpus {
-                let stream = smmu_load_cpu(&name.0, cpu);
-                add(stream, format!("smmu_loads[{i}].name"), name.clone());
+                let stream = smmu_load_cpu(&name, cpu);
+                add(stream, format!("smmu_loads[{i}].name"), &name, &l.name);
             }
         }
         for (i, p) in self.ioapic_pins.iter().enumerate() {
-            let name = name_or(&p.name, || format!("pin{}", p.pin));
-            add(ioapic_pin(&name.0), format!("ioapic_pins[{i}].name"), name);
+            let name = self.ioapic_pin_name(i);
+            add(
+                ioapic_pin(&name),
+                format!("ioapic_pins[{i}].name"),
+                &name,
+                &p.name,
+            );
         }
         out
     }
