@@ -370,11 +370,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
     // VMD domains first: their children assign vectors in probe order.
     for (i, v) in sc.vmd.iter().enumerate() {
         io.vmd.push(VmdRt {
-            name: if v.name.is_empty() {
-                format!("vmd{i}")
-            } else {
-                v.name.clone()
-            },
+            name: sc.vmd_name(i),
             domain: VmdDomain::new(
                 v.vmd.clone(),
                 sc.costs.vmd.forward_ns,

@@ -884,6 +884,7 @@ impl Scenario {
                 self.vmd.len()
             ));
         }
+        out.extend(super::stream_names::shared_source_names(self));
         if self.max_loops > MAX_LOOPS_WARNING {
             out.push(format!(
                 "max_loops = {}: Linux uses 3 (MAX_POSTED_MSI_COALESCING_LOOP); above {MAX_LOOPS_WARNING} one notification can keep its CPU in the handler for a very long time",

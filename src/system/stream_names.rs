@@ -7,6 +7,9 @@
 //! shows such a correlation, so it would pass for a result. The builders therefore
 //! take every stream's name from the functions here, [`Scenario::random_streams`] lists
 //! the same names, and validation refuses a scenario in which two of them coincide.
+//!
+//! Component names also name MSI sources in reports and traces; two components that
+//! raise MSIs under one name get a warning in [`Scenario::warnings`], not an error.
 
 use std::collections::HashMap;
 
@@ -84,6 +87,11 @@ impl Scenario {
         name_or(&self.smmu_loads[i].name, || format!("smmu_load{i}"))
     }
 
+    /// A VMD domain's name in reports and its MSI sources': its `name`, or `vmd<i>`.
+    pub fn vmd_name(&self, i: usize) -> String {
+        name_or(&self.vmd[i].name, || format!("vmd{i}"))
+    }
+
     /// An IOAPIC pin's name: its `name`, or `pin<pin>`.
     pub fn ioapic_pin_name(&self, i: usize) -> String {
         let p = &self.ioapic_pins[i];
@@ -147,6 +155,36 @@ impl Scenario {
         }
         out
     }
+}
+
+/// Components that raise MSIs under one name, each a sentence for
+/// [`Scenario::warnings`]. Their sources are named after them (`<drive> q0`,
+/// `<nic> q0`, `<vmd> v0`), so report rows and trace tracks would not tell them
+/// apart. Only a warning: unlike a shared stream, it changes no figure, and the pairs
+/// that would share a stream are refused before this runs.
+pub(super) fn shared_source_names(sc: &Scenario) -> Vec<String> {
+    let named = (0..sc.devices.len())
+        .map(|i| (sc.device_name(i), format!("devices[{i}].name")))
+        .chain((0..sc.nvme.len()).map(|i| (sc.nvme_name(i), format!("nvme[{i}].name"))))
+        .chain((0..sc.nics.len()).map(|i| (sc.nic_name(i), format!("nics[{i}].name"))))
+        .chain((0..sc.vmd.len()).map(|i| (sc.vmd_name(i), format!("vmd[{i}].name"))))
+        .chain(
+            (0..sc.ioapic_pins.len())
+                .map(|i| (sc.ioapic_pin_name(i), format!("ioapic_pins[{i}].name"))),
+        );
+    let mut first_field: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    for (name, field) in named {
+        match first_field.get(&name) {
+            Some(first) => out.push(format!(
+                "{field} = {name:?} is also {first}'s name: their MSI sources cannot be told apart in reports and traces"
+            )),
+            None => {
+                first_field.insert(name, field);
+            }
+        }
+    }
+    out
 }
 
 /// Refuses two components that would draw from one stream (see the module docs).
@@ -254,6 +292,22 @@ mod tests {
         sc.smmu_loads[0].cpus = vec![1, 1];
         let err = sc.validate().unwrap_err();
         assert_eq!(err.field(), Some("smmu_loads[0].cpus[1]"));
+    }
+
+    #[test]
+    fn a_drive_and_a_nic_of_one_name_are_valid_but_warned_about() {
+        let nic =
+            "[[nics]]\nname = \"ssd\"\nqueues = 1\nrx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
+        let sc = parse(&(drive("ssd") + nic)).unwrap();
+        let warnings = sc.warnings();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("nics[0].name = \"ssd\" is also nvme[0].name's name")),
+            "{warnings:?}"
+        );
+        let sc = parse(&(drive("ssd") + &nic.replace("ssd", "eth"))).unwrap();
+        assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
     }
 
     #[test]
