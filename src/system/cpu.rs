@@ -435,8 +435,15 @@ impl Cpu {
         }
     }
 
-    /// Registers `handler` on `vector`, replacing any previous one.
+    /// Registers `handler` on a free `vector`, or frees it (`HandlerRef::None`).
     pub fn register_handler(&mut self, vector: Vector, handler: HandlerRef) {
+        // One handler per vector, as Linux's vector allocator guarantees: callers take
+        // a free vector, and validation refuses two devices on one.
+        debug_assert!(
+            handler == HandlerRef::None || self.handler_of(vector) == HandlerRef::None,
+            "vector {vector} already has a handler ({:?})",
+            self.handler_of(vector)
+        );
         self.handler_of_vector[vector.0 as usize] = handler;
     }
 
