@@ -27,12 +27,27 @@ impl RngStreams {
 
     /// The stream for `component`. Same seed and name: same stream, always. A system's
     /// components take their names from `system::stream_names`, whose list validation
-    /// checks for repeats; a new kind of component that draws must be added there.
+    /// checks for repeats; a new kind of component that draws must be added there
+    /// (a test there compares that list with the names this is called with).
     pub fn stream(&self, component: &str) -> ChaCha8Rng {
+        #[cfg(test)]
+        STREAMS_HANDED_OUT.with(|names| {
+            if let Some(names) = names.borrow_mut().as_mut() {
+                names.push(component.to_string());
+            }
+        });
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(stable_hash(component.as_bytes()));
         rng
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// While `Some`, the name of every stream [`RngStreams::stream`] hands out on this
+    /// thread, in order.
+    pub(crate) static STREAMS_HANDED_OUT: std::cell::RefCell<Option<Vec<String>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// FNV-1a, 64-bit: stable across Rust versions and platforms, unlike `DefaultHasher`.

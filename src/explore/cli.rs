@@ -17,8 +17,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{
-    explore_variant, ExploreConfig, ExploreReport, ExploreResult, MemoryModel, MigrationCleanup,
-    DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
+    explore_variant, is_device_vector, ExploreConfig, ExploreReport, ExploreResult, MemoryModel,
+    MigrationCleanup, DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES,
+    DEFAULT_URG_POSTS,
 };
 use crate::kernel::posted_msi::FIRST_EXTERNAL_VECTOR;
 use crate::kernel::retrigger::PostedMsiAck;
@@ -176,7 +177,7 @@ fn parse_vectors(list: &str, choice: bool) -> Result<Vec<Vector>, String> {
                  (hex with 0x, or decimal), comma-separated, optionally after `any-of:`"
             )
         })?;
-        if v.0 < FIRST_EXTERNAL_VECTOR || v >= POSTED_MSI_NOTIFICATION_VECTOR {
+        if !is_device_vector(v) {
             let shown = match hex {
                 Some(_) => item.to_string(),
                 None => format!("{item} ({:#04x})", v.0),

@@ -360,7 +360,7 @@ pub const MAX_POSTS: u32 = 64;
 /// Most vectors a post may choose from: the search branches on each at every post.
 pub const MAX_POST_CHOICES: usize = 16;
 
-fn is_device_vector(v: Vector) -> bool {
+pub(crate) fn is_device_vector(v: Vector) -> bool {
     v.0 >= FIRST_EXTERNAL_VECTOR && v < POSTED_MSI_NOTIFICATION_VECTOR
 }
 

@@ -822,16 +822,6 @@ impl Scenario {
             .unwrap_or(self.cpus.pid_base + pid_model::PID_ALIGN * cpu as u64)
     }
 
-    /// The name of DSA device `i` in reports: its `name`, or `device<i>`.
-    pub fn device_name(&self, i: usize) -> String {
-        let d = &self.devices[i];
-        if d.name.is_empty() {
-            format!("device{i}")
-        } else {
-            d.name.clone()
-        }
-    }
-
     /// The IRTE index programmed for device `i`.
     pub fn irte_index_of(&self, i: usize) -> u32 {
         self.devices[i].irte_index.unwrap_or(i as u32)

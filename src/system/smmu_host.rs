@@ -393,7 +393,7 @@ impl SmmuHost {
                         called_by[cpu as usize].push((i as u16, j as u16));
                         LoadCpu {
                             cpu,
-                            rng: streams.stream(&super::stream_names::smmu_load_cpu(&name, cpu)),
+                            rng: streams.stream(&super::stream_names::load_cpu(&name, cpu)),
                             queued: 0,
                             left: l.calls,
                             calls: 0,

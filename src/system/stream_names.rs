@@ -30,13 +30,8 @@ pub(super) fn nic_queue(nic: &str, queue: usize) -> String {
     format!("{nic} q{queue}")
 }
 
-/// A shootdown initiator's stream.
-pub(super) fn shootdown_initiator(load: &str, cpu: u32) -> String {
-    format!("{load}/cpu{cpu}")
-}
-
-/// The stream of one CPU of an SMMU load.
-pub(super) fn smmu_load_cpu(load: &str, cpu: u32) -> String {
+/// A load's stream on one of its CPUs (a shootdown initiator, an SMMU load's caller).
+pub(super) fn load_cpu(load: &str, cpu: u32) -> String {
     format!("{load}/cpu{cpu}")
 }
 
@@ -67,6 +62,11 @@ fn name_or(given: &str, default: impl FnOnce() -> String) -> String {
 }
 
 impl Scenario {
+    /// The name of DSA device `i` in reports and streams: its `name`, or `device<i>`.
+    pub fn device_name(&self, i: usize) -> String {
+        name_or(&self.devices[i].name, || format!("device{i}"))
+    }
+
     /// An NVMe drive's name in reports and streams: its `name`, or `nvme<i>`.
     pub fn nvme_name(&self, i: usize) -> String {
         name_or(&self.nvme[i].name, || format!("nvme{i}"))
@@ -133,14 +133,14 @@ impl Scenario {
         for (i, l) in self.shootdowns.iter().enumerate() {
             let name = self.shootdown_name(i);
             for &cpu in &l.from {
-                let stream = shootdown_initiator(&name, cpu);
+                let stream = load_cpu(&name, cpu);
                 add(stream, format!("shootdowns[{i}].name"), &name, &l.name);
             }
         }
         for (i, l) in self.smmu_loads.iter().enumerate() {
             let name = self.smmu_load_name(i);
             for &cpu in &l.cpus {
-                let stream = smmu_load_cpu(&name, cpu);
+                let stream = load_cpu(&name, cpu);
                 add(stream, format!("smmu_loads[{i}].name"), &name, &l.name);
             }
         }
@@ -310,15 +310,55 @@ mod tests {
         assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
     }
 
+    /// The streams `System::new` takes, by name, sorted.
+    fn streams_the_build_takes(sc: &Scenario) -> Vec<String> {
+        use crate::engine::rng::STREAMS_HANDED_OUT;
+        STREAMS_HANDED_OUT.with(|names| *names.borrow_mut() = Some(Vec::new()));
+        let built = crate::system::System::new(sc);
+        let mut names = STREAMS_HANDED_OUT
+            .with(|names| names.borrow_mut().take())
+            .unwrap();
+        if let Err(e) = built {
+            panic!("{}: {e}", sc.name);
+        }
+        names.sort();
+        names
+    }
+
+    /// The list validation checks is the list the builders draw from, for every
+    /// embedded scenario and every experiment's points, which between them have every
+    /// kind of component that draws.
     #[test]
-    fn every_embedded_scenario_has_distinct_streams() {
-        for (name, text) in crate::scenarios::EMBEDDED {
-            let sc = Scenario::from_toml_str(text, name).unwrap();
-            let streams = sc.random_streams();
-            let distinct: std::collections::HashSet<_> =
-                streams.iter().map(|s| &s.stream).collect();
-            assert_eq!(distinct.len(), streams.len(), "{name}");
-            assert!(!streams.is_empty(), "{name} draws from no stream");
+    fn the_builders_take_exactly_the_listed_streams() {
+        let mut scenarios: Vec<Scenario> = crate::scenarios::EMBEDDED
+            .iter()
+            .map(|(name, text)| Scenario::from_toml_str(text, name).unwrap())
+            .collect();
+        let ctx = crate::experiments::ExperimentCtx::new(1);
+        for e in crate::experiments::ALL {
+            scenarios.extend((e.scenarios)(&ctx));
+        }
+        for kind in [
+            "devices[",
+            "nvme[",
+            "nics[",
+            "shootdowns[",
+            "smmu_loads[",
+            "ioapic_pins[",
+        ] {
+            assert!(
+                scenarios.iter().any(|sc| sc
+                    .random_streams()
+                    .iter()
+                    .any(|s| s.field.starts_with(kind))),
+                "no scenario has {kind}..]"
+            );
+        }
+        for sc in &scenarios {
+            let mut listed: Vec<String> =
+                sc.random_streams().into_iter().map(|s| s.stream).collect();
+            listed.sort();
+            assert_eq!(listed, streams_the_build_takes(sc), "{}", sc.name);
         }
     }
 }

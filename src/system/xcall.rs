@@ -368,7 +368,7 @@ impl Xcall {
                 initiated_by[cpu as usize].push((i as u16, j as u16));
                 initiators.push(Initiator {
                     cpu,
-                    rng: streams.stream(&super::stream_names::shootdown_initiator(&name, cpu)),
+                    rng: streams.stream(&super::stream_names::load_cpu(&name, cpu)),
                     queued: 0,
                     requested: 0,
                     left: l.calls,
