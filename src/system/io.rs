@@ -422,7 +422,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 queue_source.push((b.add_source)(NewSource {
                     cpu: cpu.0,
                     handler,
-                    name: format!("{name} q{q}"),
+                    name: stream_names::queue_source(&name, q),
                     source_id: d.source_id,
                     port: b.ports.nvme[i],
                 })?);
@@ -474,7 +474,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
                 domain: v as u16,
                 vector: vec,
             };
-            let name = format!("{} v{vec}", io.vmd[v].name);
+            let name = stream_names::vmd_vector_source(&io.vmd[v].name, vec);
             io.vmd[v].vector_source[vec as usize] = (b.add_source)(NewSource {
                 cpu,
                 handler,
@@ -524,7 +524,7 @@ pub(super) fn build(b: IoBuild<'_>) -> Result<Io, ScenarioError> {
             let source = (b.add_source)(NewSource {
                 cpu: cpu.0,
                 handler,
-                name: format!("{name} q{q}"),
+                name: stream_names::queue_source(&name, q),
                 source_id: n.source_id,
                 port: b.ports.nics[i],
             })?;

@@ -157,32 +157,105 @@ impl Scenario {
     }
 }
 
-/// Components that raise MSIs under one name, each a sentence for
-/// [`Scenario::warnings`]. Their sources are named after them (`<drive> q0`,
-/// `<nic> q0`, `<vmd> v0`), so report rows and trace tracks would not tell them
-/// apart. Only a warning: unlike a shared stream, it changes no figure, and the pairs
-/// that would share a stream are refused before this runs.
-pub(super) fn shared_source_names(sc: &Scenario) -> Vec<String> {
-    let named = (0..sc.devices.len())
-        .map(|i| (sc.device_name(i), format!("devices[{i}].name")))
-        .chain((0..sc.nvme.len()).map(|i| (sc.nvme_name(i), format!("nvme[{i}].name"))))
-        .chain((0..sc.nics.len()).map(|i| (sc.nic_name(i), format!("nics[{i}].name"))))
-        .chain((0..sc.vmd.len()).map(|i| (sc.vmd_name(i), format!("vmd[{i}].name"))))
-        .chain(
-            (0..sc.ioapic_pins.len())
-                .map(|i| (sc.ioapic_pin_name(i), format!("ioapic_pins[{i}].name"))),
-        );
-    let mut first_field: HashMap<String, String> = HashMap::new();
+/// The MSI source of a drive's or a NIC's queue `queue`.
+pub(super) fn queue_source(component: &str, queue: usize) -> String {
+    format!("{component} q{queue}")
+}
+
+/// The MSI source of a VMD domain's own vector `vector` (remap mode).
+pub(super) fn vmd_vector_source(domain: &str, vector: u16) -> String {
+    format!("{domain} v{vector}")
+}
+
+/// Every MSI source name the scenario's components could raise under, with the field
+/// that names the component and the component's name. A drive behind a VMD domain in
+/// remap mode raises through the domain's vectors, not its own queues. A domain is
+/// listed with every vector it has, used or not: the children land on them only when
+/// the system is built.
+fn source_names(sc: &Scenario) -> Vec<(String, String, String)> {
+    use devices::VmdMode;
     let mut out = Vec::new();
-    for (name, field) in named {
-        match first_field.get(&name) {
-            Some(first) => out.push(format!(
-                "{field} = {name:?} is also {first}'s name: their MSI sources cannot be told apart in reports and traces"
-            )),
-            None => {
-                first_field.insert(name, field);
-            }
+    for i in 0..sc.devices.len() {
+        let name = sc.device_name(i);
+        out.push((name.clone(), format!("devices[{i}].name"), name));
+    }
+    for (i, d) in sc.nvme.iter().enumerate() {
+        let behind_remapping_vmd = d
+            .vmd
+            .and_then(|v| sc.vmd.get(v as usize))
+            .is_some_and(|v| v.vmd.mode == VmdMode::Remap);
+        if behind_remapping_vmd {
+            continue;
         }
+        let name = sc.nvme_name(i);
+        for q in 0..d.drive.queues as usize {
+            out.push((
+                queue_source(&name, q),
+                format!("nvme[{i}].name"),
+                name.clone(),
+            ));
+        }
+    }
+    for (i, n) in sc.nics.iter().enumerate() {
+        let name = sc.nic_name(i);
+        for q in 0..n.queues as usize {
+            out.push((
+                queue_source(&name, q),
+                format!("nics[{i}].name"),
+                name.clone(),
+            ));
+        }
+    }
+    for (i, v) in sc.vmd.iter().enumerate() {
+        if v.vmd.mode != VmdMode::Remap {
+            continue;
+        }
+        let name = sc.vmd_name(i);
+        for vector in 0..v.vmd.vectors as u16 {
+            out.push((
+                vmd_vector_source(&name, vector),
+                format!("vmd[{i}].name"),
+                name.clone(),
+            ));
+        }
+    }
+    for i in 0..sc.ioapic_pins.len() {
+        let name = sc.ioapic_pin_name(i);
+        out.push((name.clone(), format!("ioapic_pins[{i}].name"), name));
+    }
+    out
+}
+
+/// Components whose MSI sources would share a name, each a sentence for
+/// [`Scenario::warnings`]: two components of one name (a drive and a NIC both `eth`,
+/// whose first queues are both `eth q0`), or a name that equals another component's
+/// source (a DSA device named `ssd q0` beside a drive `ssd`). Report rows and trace
+/// tracks would not tell their MSIs apart. Only a warning: unlike a shared stream, it
+/// changes no figure, and the pairs that would share a stream are refused before this
+/// runs. One sentence per pair of components.
+pub(super) fn shared_source_names(sc: &Scenario) -> Vec<String> {
+    let mut first_user: HashMap<String, (String, String)> = HashMap::new();
+    let mut pairs_told: Vec<(String, String)> = Vec::new();
+    let mut out = Vec::new();
+    for (source, field, name) in source_names(sc) {
+        let Some((first_field, first_name)) = first_user.get(&source) else {
+            first_user.insert(source, (field, name));
+            continue;
+        };
+        let pair = (first_field.clone(), field.clone());
+        if pairs_told.contains(&pair) {
+            continue;
+        }
+        out.push(if *first_name == name {
+            format!(
+                "{field} = {name:?} is also {first_field}'s name: their MSI sources cannot be told apart in reports and traces"
+            )
+        } else {
+            format!(
+                "{field} = {name:?} raises MSIs as {source:?}, and so does {first_field} = {first_name:?}: their MSI sources cannot be told apart in reports and traces"
+            )
+        });
+        pairs_told.push(pair);
     }
     out
 }
@@ -308,6 +381,67 @@ mod tests {
         );
         let sc = parse(&(drive("ssd") + &nic.replace("ssd", "eth"))).unwrap();
         assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+    }
+
+    #[test]
+    fn a_component_named_like_another_components_source_is_warned_about() {
+        let dsa = |name: &str| {
+            format!("[[devices]]\nkind = \"dsa\"\nname = \"{name}\"\nvector = 0x21\ncpu = 1\narrival = {{ kind = \"poisson\", rate_per_s = 1e5 }}\n")
+        };
+        // The drive's second queue raises as "ssd q1".
+        let sc = parse(&(dsa("ssd q1") + &drive("ssd"))).unwrap();
+        assert_eq!(
+            sc.warnings(),
+            vec![
+                "nvme[0].name = \"ssd\" raises MSIs as \"ssd q1\", and so does devices[0].name = \"ssd q1\": their MSI sources cannot be told apart in reports and traces"
+                    .to_string()
+            ]
+        );
+        // The drive has two queues, q0 and q1.
+        let sc = parse(&(dsa("ssd q2") + &drive("ssd"))).unwrap();
+        assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+    }
+
+    #[test]
+    fn a_drive_and_a_nic_of_one_name_are_told_once() {
+        let nic =
+            "[[nics]]\nname = \"ssd\"\nqueues = 2\nrx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
+        // Both queues collide; one sentence names the pair.
+        let sc = parse(&(drive("ssd") + nic)).unwrap();
+        assert_eq!(sc.warnings().len(), 1, "{:?}", sc.warnings());
+    }
+
+    /// Every source a built system names is among those the warning compares.
+    #[test]
+    fn the_listed_source_names_cover_the_built_systems() {
+        let mut scenarios: Vec<Scenario> = crate::scenarios::EMBEDDED
+            .iter()
+            .map(|(name, text)| Scenario::from_toml_str(text, name).unwrap())
+            .collect();
+        let ctx = crate::experiments::ExperimentCtx::new(1);
+        for e in crate::experiments::ALL {
+            scenarios.extend((e.scenarios)(&ctx));
+        }
+        let mut kinds_seen = std::collections::BTreeSet::new();
+        for sc in &scenarios {
+            let listed: HashMap<String, String> = source_names(sc)
+                .into_iter()
+                .map(|(source, field, _)| (source, field))
+                .collect();
+            let sys = crate::system::System::new(sc).unwrap();
+            for name in sys.device_names() {
+                let Some(field) = listed.get(&name) else {
+                    panic!("{}: source {name:?} is not listed", sc.name);
+                };
+                kinds_seen.insert(field.split('[').next().unwrap_or_default().to_string());
+            }
+        }
+        for kind in ["devices", "nvme", "nics", "vmd", "ioapic_pins"] {
+            assert!(
+                kinds_seen.contains(kind),
+                "no built system has a {kind} source"
+            );
+        }
     }
 
     /// The streams `System::new` takes, by name, sorted.
