@@ -579,7 +579,7 @@ fn likely_mistakes_are_warned_about_by_field() {
 #[test]
 fn vmd_on_arm_is_warned_about() {
     let text =
-        "duration_us = 10\narch = \"arm\"\nmode = \"remapped\"\n[[vmd]]\n[[nvme]]\nvmd = 0\n";
+        "duration_us = 10\narch = \"arm\"\nmode = \"remapped\"\n[[vmd]]\n[[nvme]]\nvmd = 0\n[[jobs]]\ncpu = 0\ndrive = 0\niodepth = 4\n";
     let sc = Scenario::from_toml_str(text, "arm-vmd.toml").unwrap();
     sc.validate().unwrap();
     let w = sc.warnings();
@@ -587,6 +587,30 @@ fn vmd_on_arm_is_warned_about() {
         w.len() == 1 && w[0].starts_with("vmd: 1 VMD domain(s) on arch = \"arm\""),
         "{w:?}"
     );
+}
+
+/// A drive no job reads from and a NIC with no traffic count as loads, so the
+/// scenario is valid, but neither raises an MSI: the run would report nothing from them.
+#[test]
+fn a_drive_without_jobs_and_a_nic_without_traffic_are_warned_about() {
+    let text =
+        "duration_us = 10\nmode = \"posted\"\n[[nvme]]\n[[nvme]]\n[[jobs]]\ncpu = 0\ndrive = 1\niodepth = 4\n[[nics]]\n";
+    let sc = Scenario::from_toml_str(text, "idle.toml").unwrap();
+    sc.validate().unwrap();
+    assert_eq!(
+        sc.warnings(),
+        vec![
+            "nvme[0]: no entry of `jobs` reads from this drive (jobs[*].drive = 0), so it raises no MSI".to_string(),
+            "nics[0]: neither `rx` nor `tx` is set, so no packet moves and the NIC raises no MSI".to_string(),
+        ]
+    );
+    let busy = text.replace(
+        "[[jobs]]\ncpu = 0\ndrive = 1\niodepth = 4\n",
+        "[[jobs]]\ncpu = 0\ndrive = 0\niodepth = 4\n[[jobs]]\ncpu = 0\ndrive = 1\niodepth = 4\n",
+    ) + "tx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
+    let sc = Scenario::from_toml_str(&busy, "busy.toml").unwrap();
+    sc.validate().unwrap();
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
 }
 
 /// serde names the Rust enum a table deserializes into ("internally tagged enum

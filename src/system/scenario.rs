@@ -868,6 +868,20 @@ impl Scenario {
                 }
             }
         }
+        for i in 0..self.nvme.len() {
+            if !self.jobs.iter().any(|j| j.drive as usize == i) {
+                out.push(format!(
+                    "nvme[{i}]: no entry of `jobs` reads from this drive (jobs[*].drive = {i}), so it raises no MSI"
+                ));
+            }
+        }
+        for (i, n) in self.nics.iter().enumerate() {
+            if n.rx.is_none() && n.tx.is_none() {
+                out.push(format!(
+                    "nics[{i}]: neither `rx` nor `tx` is set, so no packet moves and the NIC raises no MSI"
+                ));
+            }
+        }
         if self.arch == Arch::Arm && !self.vmd.is_empty() {
             out.push(format!(
                 "vmd: {} VMD domain(s) on arch = \"arm\": VMD is a feature of Intel Xeon root complexes",
