@@ -28,6 +28,21 @@ pub fn embedded(name: &str) -> Option<&'static str> {
     EMBEDDED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 
+/// Every embedded scenario and every point of every experiment: between them, every
+/// kind of component a scenario can have.
+#[cfg(test)]
+pub(crate) fn every_builtin_scenario() -> Vec<crate::Scenario> {
+    let mut scenarios: Vec<crate::Scenario> = EMBEDDED
+        .iter()
+        .map(|(name, text)| crate::Scenario::from_toml_str(text, name).unwrap())
+        .collect();
+    let ctx = crate::experiments::ExperimentCtx::new(1);
+    for e in crate::experiments::ALL {
+        scenarios.extend((e.scenarios)(&ctx));
+    }
+    scenarios
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,6 +53,14 @@ mod tests {
         for (name, text) in EMBEDDED {
             let s = Scenario::from_toml_str(text, name).unwrap();
             s.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    /// The shipped setups are the ones users copy: none should carry a likely mistake.
+    #[test]
+    fn no_builtin_scenario_is_warned_about() {
+        for sc in every_builtin_scenario() {
+            assert_eq!(sc.warnings(), Vec::<String>::new(), "{}", sc.name);
         }
     }
 }

@@ -601,7 +601,7 @@ fn a_drive_without_jobs_and_a_nic_without_traffic_are_warned_about() {
         sc.warnings(),
         vec![
             "nvme[0]: no entry of `jobs` reads from this drive (jobs[*].drive = 0), so it raises no MSI".to_string(),
-            "nics[0]: neither `rx` nor `tx` is set, so no packet moves and the NIC raises no MSI".to_string(),
+            "nics[0]: neither `rx` nor `tx` is set and no `transmit` load sends on it, so no packet moves and the NIC raises no MSI".to_string(),
         ]
     );
     let busy = text.replace(

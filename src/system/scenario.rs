@@ -876,9 +876,10 @@ impl Scenario {
             }
         }
         for (i, n) in self.nics.iter().enumerate() {
-            if n.rx.is_none() && n.tx.is_none() {
+            let sent_on = self.transmit.iter().any(|t| t.nic as usize == i);
+            if n.rx.is_none() && n.tx.is_none() && !sent_on {
                 out.push(format!(
-                    "nics[{i}]: neither `rx` nor `tx` is set, so no packet moves and the NIC raises no MSI"
+                    "nics[{i}]: neither `rx` nor `tx` is set and no `transmit` load sends on it, so no packet moves and the NIC raises no MSI"
                 ));
             }
         }

@@ -372,6 +372,7 @@ mod tests {
         let nic =
             "[[nics]]\nname = \"ssd\"\nqueues = 1\nrx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
         let sc = parse(&(drive("ssd") + nic)).unwrap();
+        // Through `Scenario::warnings`, as `irqsim run` prints them.
         let warnings = sc.warnings();
         assert!(
             warnings
@@ -380,7 +381,11 @@ mod tests {
             "{warnings:?}"
         );
         let sc = parse(&(drive("ssd") + &nic.replace("ssd", "eth"))).unwrap();
-        assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+        assert!(
+            shared_source_names(&sc).is_empty(),
+            "{:?}",
+            shared_source_names(&sc)
+        );
     }
 
     #[test]
@@ -391,7 +396,7 @@ mod tests {
         // The drive's second queue raises as "ssd q1".
         let sc = parse(&(dsa("ssd q1") + &drive("ssd"))).unwrap();
         assert_eq!(
-            sc.warnings(),
+            shared_source_names(&sc),
             vec![
                 "nvme[0].name = \"ssd\" raises MSIs as \"ssd q1\", and so does devices[0].name = \"ssd q1\": their MSI sources cannot be told apart in reports and traces"
                     .to_string()
@@ -399,7 +404,11 @@ mod tests {
         );
         // The drive has two queues, q0 and q1.
         let sc = parse(&(dsa("ssd q2") + &drive("ssd"))).unwrap();
-        assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+        assert!(
+            shared_source_names(&sc).is_empty(),
+            "{:?}",
+            shared_source_names(&sc)
+        );
     }
 
     #[test]
@@ -408,20 +417,18 @@ mod tests {
             "[[nics]]\nname = \"ssd\"\nqueues = 2\nrx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
         // Both queues collide; one sentence names the pair.
         let sc = parse(&(drive("ssd") + nic)).unwrap();
-        assert_eq!(sc.warnings().len(), 1, "{:?}", sc.warnings());
+        assert_eq!(
+            shared_source_names(&sc).len(),
+            1,
+            "{:?}",
+            shared_source_names(&sc)
+        );
     }
 
     /// Every source a built system names is among those the warning compares.
     #[test]
     fn the_listed_source_names_cover_the_built_systems() {
-        let mut scenarios: Vec<Scenario> = crate::scenarios::EMBEDDED
-            .iter()
-            .map(|(name, text)| Scenario::from_toml_str(text, name).unwrap())
-            .collect();
-        let ctx = crate::experiments::ExperimentCtx::new(1);
-        for e in crate::experiments::ALL {
-            scenarios.extend((e.scenarios)(&ctx));
-        }
+        let scenarios = crate::scenarios::every_builtin_scenario();
         let mut kinds_seen = std::collections::BTreeSet::new();
         for sc in &scenarios {
             let listed: HashMap<String, String> = source_names(sc)
@@ -464,14 +471,7 @@ mod tests {
     /// kind of component that draws.
     #[test]
     fn the_builders_take_exactly_the_listed_streams() {
-        let mut scenarios: Vec<Scenario> = crate::scenarios::EMBEDDED
-            .iter()
-            .map(|(name, text)| Scenario::from_toml_str(text, name).unwrap())
-            .collect();
-        let ctx = crate::experiments::ExperimentCtx::new(1);
-        for e in crate::experiments::ALL {
-            scenarios.extend((e.scenarios)(&ctx));
-        }
+        let scenarios = crate::scenarios::every_builtin_scenario();
         for kind in [
             "devices[",
             "nvme[",
