@@ -634,3 +634,30 @@ fn a_number_where_a_distribution_belongs_says_what_to_write() {
         .to_string();
     assert!(!msg.contains("enum "), "{msg}");
 }
+
+/// An initiator never interrupts itself, as in Linux: a load whose only target is its
+/// initiator would report calls that sent no IPI as zero-latency shootdowns.
+#[test]
+fn a_shootdown_initiator_needs_a_target_besides_itself() {
+    fn load(from: &'static str, to: &'static str) -> impl Fn(&str) -> String {
+        move |b: &str| {
+            format!("{b}[[shootdowns]]\nfrom = {from}\n{to}\narrival = {{ kind = \"poisson\", rate_per_s = 1e4 }}\n")
+        }
+    }
+    expect_invalid(
+        load("[0]", "targets = [0, 0]"),
+        "shootdowns[0].targets",
+        "[0, 0]",
+        "CPU 0 initiates, never interrupts itself, and would have no target",
+    );
+    // The second initiator is left with nothing; the first has CPU 1.
+    expect_invalid(
+        load("[0, 1]", "targets = [1]"),
+        "shootdowns[0].targets",
+        "[1]",
+        "CPU 1 initiates",
+    );
+    // Both CPUs sit on socket 0, so each initiator has the other.
+    assert!(check(load("[0, 1]", "target_socket = 0")).is_ok());
+    assert!(check(load("[0]", "targets = [0, 1]")).is_ok());
+}

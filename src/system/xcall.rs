@@ -163,6 +163,23 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 }
             }
         }
+        // Linux leaves the calling CPU out of the mask it interrupts, and so does the
+        // model: an initiator whose only target is itself would time calls that send no
+        // IPI and report them as shootdowns of zero latency.
+        let targets = l.target_cpus(sc);
+        if let Some(&lonely) = l.from.iter().find(|&&c| targets.iter().all(|&t| t == c)) {
+            let (field, value) = match l.target_socket {
+                Some(s) => (f("target_socket"), format!("{s} (CPUs {targets:?})")),
+                None => (f("targets"), format!("{:?}", l.targets)),
+            };
+            return Err(ScenarioError::invalid(
+                field,
+                value,
+                format!(
+                    "a CPU besides each initiator: CPU {lonely} initiates, never interrupts itself, and would have no target"
+                ),
+            ));
+        }
         if l.kernel == ShootdownKernel::FlushTlbOthers2011 && n > super::xcall_2011::MAX_MASK_CPUS {
             return Err(ScenarioError::invalid(
                 f("kernel"),
