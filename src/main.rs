@@ -557,6 +557,15 @@ fn run_scenario(
         _ => None,
     };
     let tracer = trace.open()?;
+    if let Some(from) = trace
+        .trace_from
+        .filter(|&f| tracer.is_some() && f > scenario.duration_us)
+    {
+        eprintln!(
+            "warning: --trace-from {from} is after the run ends (duration_us = {}): the trace will hold no events",
+            scenario.duration_us
+        );
+    }
     if let Some(t) = &tracer {
         let name = if scenario.name.is_empty() {
             arg

@@ -424,3 +424,23 @@ fn an_experiments_points_are_written_as_scenarios_that_run_alone() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A trace window that starts after the run ends still runs, but says the trace will
+/// be empty of events.
+#[test]
+fn a_trace_window_after_the_run_is_warned_about() {
+    let path = std::env::temp_dir().join(format!("irqsim-cli-late-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    // `default` runs 2,000 us.
+    let out = irqsim(&["run", "default", "--trace", p, "--trace-from", "5000"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: --trace-from 5000 is after the run ends (duration_us = 2000)"),
+        "{err}"
+    );
+    let out = irqsim(&["run", "default", "--trace", p, "--trace-from", "1500"]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    let _ = std::fs::remove_file(&path);
+}
