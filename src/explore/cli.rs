@@ -17,9 +17,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{
-    explore_variant, is_device_vector, ExploreConfig, ExploreReport, ExploreResult, MemoryModel,
-    MigrationCleanup, DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS, DEFAULT_SN_TOGGLES,
-    DEFAULT_URG_POSTS,
+    explore_variant, is_device_vector, ExploreConfig, ExploreError, ExploreReport, ExploreResult,
+    MemoryModel, MigrationCleanup, DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS,
+    DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
 };
 use crate::kernel::posted_msi::FIRST_EXTERNAL_VECTOR;
 use crate::kernel::retrigger::PostedMsiAck;
@@ -152,6 +152,30 @@ impl ExploreArgs {
     }
 }
 
+/// The explorer's error in the user's terms: a bound that a flag sets names the flag
+/// and the number as typed (`--posts 100`), not the config field (`posts`).
+fn flag_error(e: &ExploreError) -> String {
+    if let ExploreError::Bound {
+        field,
+        value,
+        allowed,
+    } = e
+    {
+        let flag = match *field {
+            "posts" => Some("--posts"),
+            "urg_posts" => Some("--urg-posts"),
+            "max_states" => Some("--max-states"),
+            "sn_toggles" => Some("--sn-toggles"),
+            "retriggers" => Some("--retriggers"),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return format!("{flag} {value} is not allowed: expected {allowed}");
+        }
+    }
+    e.to_string()
+}
+
 /// Parses `0x21,0x61` (hex with `0x`, or decimal) into device vectors; `choice` (the
 /// list after `any-of:`) also refuses a repeat.
 ///
@@ -219,7 +243,7 @@ pub fn run(args: &ExploreArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let report = match explore_variant(&args.variant, args.max_loops, &config) {
         Ok(r) => r,
         Err(e) => {
-            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(err, "error: {}", flag_error(&e));
             return 2;
         }
     };
@@ -617,6 +641,24 @@ mod tests {
         let (code, _, err) = run_str(&["--variant", "rfc", "--max-states", "10"]);
         assert_eq!(code, 2);
         assert!(err.contains("more than 10 distinct states"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_bounds_name_the_flag_as_typed() {
+        for (flag, value, allowed) in [
+            ("--posts", "65", "at most 64"),
+            ("--urg-posts", "100", "at most 64"),
+            ("--sn-toggles", "65", "at most 64"),
+            ("--retriggers", "65", "at most 64"),
+            ("--max-states", "0", "at least 1"),
+        ] {
+            let (code, _, err) = run_str(&["--variant", "rfc", flag, value]);
+            assert_eq!(code, 2, "{flag}");
+            assert_eq!(
+                err.trim_end(),
+                format!("error: {flag} {value} is not allowed: expected {allowed}")
+            );
+        }
     }
 
     #[test]
