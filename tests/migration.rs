@@ -109,6 +109,12 @@ fn migration_fields_are_checked_by_name() {
         let err = System::new(&sc).err().expect("refused");
         assert_eq!(err.field(), Some(field), "{err}");
     }
+    // A move to the CPU the device already targets: Linux would move nothing.
+    let mut sc = scenario(1, MigrationCleanup::IrrAndPir, 1000.0);
+    sc.migrations[0].to_cpu = 0;
+    let err = System::new(&sc).err().expect("refused");
+    assert_eq!(err.field(), Some("migrations[0].to_cpu"), "{err}");
+    assert!(err.to_string().contains("nothing would move"), "{err}");
     let mut sc = scenario(1, MigrationCleanup::IrrAndPir, 1000.0);
     sc.migrations.push(sc.migrations[0].clone());
     let err = System::new(&sc).err().expect("refused");

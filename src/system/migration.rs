@@ -71,6 +71,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         ));
     }
     let names: Vec<String> = (0..sc.devices.len()).map(|i| sc.device_name(i)).collect();
+    let cpu_of_apic = sc.cpu_of_apic_id();
     for (i, m) in sc.migrations.iter().enumerate() {
         if !names.contains(&m.device) {
             return Err(ScenarioError::invalid(
@@ -84,6 +85,29 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 format!("migrations[{i}].to_cpu"),
                 m.to_cpu,
                 format!("a CPU index below cpus.count = {}", sc.cpus.count),
+            ));
+        }
+        // Linux's assign_vector_locked() leaves an interrupt alone when its CPU is in
+        // the new affinity mask: a move to the CPU it targets moves nothing. (An
+        // unknown `apic_id` resolves to no CPU here; the device's own check names it.)
+        let d = names
+            .iter()
+            .position(|n| *n == m.device)
+            .unwrap_or_default();
+        let device = &sc.devices[d];
+        let from = match (device.cpu, device.apic_id) {
+            (Some(c), _) => Some(c),
+            (None, Some(a)) => cpu_of_apic.get(&a).copied(),
+            (None, None) => Some(0),
+        };
+        if from == Some(m.to_cpu) {
+            return Err(ScenarioError::invalid(
+                format!("migrations[{i}].to_cpu"),
+                m.to_cpu,
+                format!(
+                    "a CPU other than the one {:?} targets (CPU {}): Linux keeps an interrupt on its CPU when that CPU is in the new affinity, so nothing would move",
+                    m.device, m.to_cpu
+                ),
             ));
         }
         if sc.migrations[..i].iter().any(|o| o.device == m.device) {
