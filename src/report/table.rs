@@ -208,14 +208,37 @@ fn render_nvme(s: &mut String, r: &Report, detail: Detail) {
             t.latency_us.p99,
             t.latency_us.p999
         );
+        if t.rejected_queue_full > 0 {
+            let _ = writeln!(
+                s,
+                "  {}",
+                queue_full_note(t.rejected_queue_full).trim_start_matches("; ")
+            );
+        }
         return;
     }
     for d in drives {
         let _ = writeln!(
             s,
-            "NVMe {}: {:.0} IOPS, {:.3} interrupts/IO, latency (us) p50 {:.1} p99 {:.1} p99.9 {:.1}",
-            d.name, d.iops, d.interrupts_per_io, d.latency_us.p50, d.latency_us.p99, d.latency_us.p999
+            "NVMe {}: {:.0} IOPS, {:.3} interrupts/IO, latency (us) p50 {:.1} p99 {:.1} p99.9 {:.1}{}",
+            d.name,
+            d.iops,
+            d.interrupts_per_io,
+            d.latency_us.p50,
+            d.latency_us.p99,
+            d.latency_us.p999,
+            queue_full_note(d.rejected_queue_full)
         );
+    }
+}
+
+/// Submissions that found their queue full. The jobs' depth on a queue exceeded its
+/// entries, so the drive ran at the queue's depth, not at the jobs' `iodepth`.
+fn queue_full_note(refused: u64) -> String {
+    if refused == 0 {
+        String::new()
+    } else {
+        format!("; {refused} submissions found the queue full (jobs' iodepth above its entries)")
     }
 }
 
@@ -598,6 +621,32 @@ mod tests {
     fn a_small_kind_keeps_its_lines() {
         let r = report_with(SUMMARY_MAX_LINES, 2 * SUMMARY_MAX_LINES);
         assert_eq!(render_report(&r), render_report_with(&r, Detail::Full));
+    }
+
+    #[test]
+    fn refused_submissions_are_shown_only_when_there_are_some() {
+        let mut r = report_with(2, 2);
+        assert!(!render_report(&r).contains("found the queue full"));
+        r.io.nvme[1].rejected_queue_full = 63;
+        let text = render_report(&r);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("NVMe nvme1"))
+            .expect(&text);
+        assert!(
+            line.ends_with(
+                "; 63 submissions found the queue full (jobs' iodepth above its entries)"
+            ),
+            "{line}"
+        );
+        // Summarised, the total says it on a line of its own.
+        let mut r = report_with(SUMMARY_MAX_LINES + 1, 2);
+        r.io.nvme_total.rejected_queue_full = 5;
+        let text = render_report(&r);
+        assert!(
+            text.contains("\n  5 submissions found the queue full"),
+            "{text}"
+        );
     }
 
     #[test]
