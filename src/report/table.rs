@@ -208,12 +208,8 @@ fn render_nvme(s: &mut String, r: &Report, detail: Detail) {
             t.latency_us.p99,
             t.latency_us.p999
         );
-        if t.rejected_queue_full > 0 {
-            let _ = writeln!(
-                s,
-                "  {}",
-                queue_full_note(t.rejected_queue_full).trim_start_matches("; ")
-            );
+        if let Some(note) = queue_full_note(t.rejected_queue_full) {
+            let _ = writeln!(s, "  {note}");
         }
         return;
     }
@@ -228,18 +224,18 @@ fn render_nvme(s: &mut String, r: &Report, detail: Detail) {
             d.latency_us.p99,
             d.latency_us.p999,
             queue_full_note(d.rejected_queue_full)
+                .map(|note| format!("; {note}"))
+                .unwrap_or_default()
         );
     }
 }
 
 /// Submissions that found their queue full. The jobs' depth on a queue exceeded its
 /// entries, so the drive ran at the queue's depth, not at the jobs' `iodepth`.
-fn queue_full_note(refused: u64) -> String {
-    if refused == 0 {
-        String::new()
-    } else {
-        format!("; {refused} submissions found the queue full (jobs' iodepth above its entries)")
-    }
+fn queue_full_note(refused: u64) -> Option<String> {
+    (refused > 0).then(|| {
+        format!("{refused} submissions found the queue full (jobs' iodepth above its entries)")
+    })
 }
 
 fn render_vmd(s: &mut String, r: &Report, detail: Detail) {

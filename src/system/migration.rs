@@ -73,13 +73,13 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     let names: Vec<String> = (0..sc.devices.len()).map(|i| sc.device_name(i)).collect();
     let cpu_of_apic = sc.cpu_of_apic_id();
     for (i, m) in sc.migrations.iter().enumerate() {
-        if !names.contains(&m.device) {
+        let Some(device) = names.iter().position(|n| *n == m.device) else {
             return Err(ScenarioError::invalid(
                 format!("migrations[{i}].device"),
                 format!("{:?}", m.device),
                 format!("the name of a DSA device: {}", names.join(", ")),
             ));
-        }
+        };
         if m.to_cpu >= sc.cpus.count {
             return Err(ScenarioError::invalid(
                 format!("migrations[{i}].to_cpu"),
@@ -90,17 +90,7 @@ pub(super) fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         // Linux's assign_vector_locked() leaves an interrupt alone when its CPU is in
         // the new affinity mask: a move to the CPU it targets moves nothing. (An
         // unknown `apic_id` resolves to no CPU here; the device's own check names it.)
-        let d = names
-            .iter()
-            .position(|n| *n == m.device)
-            .unwrap_or_default();
-        let device = &sc.devices[d];
-        let from = match (device.cpu, device.apic_id) {
-            (Some(c), _) => Some(c),
-            (None, Some(a)) => cpu_of_apic.get(&a).copied(),
-            (None, None) => Some(0),
-        };
-        if from == Some(m.to_cpu) {
+        if sc.device_cpu(device, &cpu_of_apic) == Some(m.to_cpu) {
             return Err(ScenarioError::invalid(
                 format!("migrations[{i}].to_cpu"),
                 m.to_cpu,

@@ -837,11 +837,18 @@ impl Scenario {
     /// The CPU index device `i` targets, given [`Scenario::cpu_of_apic_id`]. Only
     /// meaningful after validation.
     pub fn target_cpu_of(&self, i: usize, cpu_of_apic: &BTreeMap<u32, u32>) -> u32 {
+        self.device_cpu(i, cpu_of_apic)
+            .expect("validated: a device's apic_id names a CPU")
+    }
+
+    /// [`Scenario::target_cpu_of`] for checks that run before the devices' own: `None`
+    /// when the device's `apic_id` names no CPU.
+    pub(super) fn device_cpu(&self, i: usize, cpu_of_apic: &BTreeMap<u32, u32>) -> Option<u32> {
         let d = &self.devices[i];
         match (d.cpu, d.apic_id) {
-            (Some(c), _) => c,
-            (None, Some(a)) => cpu_of_apic[&a],
-            (None, None) => 0,
+            (Some(c), _) => Some(c),
+            (None, Some(a)) => cpu_of_apic.get(&a).copied(),
+            (None, None) => Some(0),
         }
     }
 

@@ -314,6 +314,14 @@ mod tests {
         format!("[[nvme]]\n{name}drive = {{ queues = 2 }}\n")
     }
 
+    fn dsa(name: &str) -> String {
+        format!("[[devices]]\nkind = \"dsa\"\nname = \"{name}\"\nvector = 0x21\ncpu = 1\narrival = {{ kind = \"poisson\", rate_per_s = 1e5 }}\n")
+    }
+
+    fn nic(name: &str, queues: u32) -> String {
+        format!("[[nics]]\nname = \"{name}\"\nqueues = {queues}\nrx = {{ kind = \"poisson\", rate_per_s = 1e5 }}\n")
+    }
+
     #[test]
     fn two_drives_of_one_name_are_refused_at_the_second() {
         let err = parse(&(drive("ssd") + &drive("ssd"))).unwrap_err();
@@ -326,8 +334,7 @@ mod tests {
 
     #[test]
     fn a_given_name_that_equals_another_components_default_is_refused() {
-        let dsa = "[[devices]]\nkind = \"dsa\"\nname = \"nvme0\"\nvector = 0x21\ncpu = 1\narrival = { kind = \"poisson\", rate_per_s = 1e5 }\n";
-        let err = parse(&(dsa.to_string() + &drive(""))).unwrap_err();
+        let err = parse(&(dsa("nvme0") + &drive(""))).unwrap_err();
         assert_eq!(err.field(), Some("nvme[0].name"));
         assert!(err.to_string().contains("(the default"), "{err}");
         // Unnamed drives take distinct defaults.
@@ -336,13 +343,10 @@ mod tests {
 
     #[test]
     fn nic_queue_streams_collide_only_on_a_shared_name() {
-        let nic = |name: &str| {
-            format!("[[nics]]\nname = \"{name}\"\nqueues = 2\nrx = {{ kind = \"poisson\", rate_per_s = 1e5 }}\n")
-        };
-        let err = parse(&(nic("eth") + &nic("eth"))).unwrap_err();
+        let err = parse(&(nic("eth", 2) + &nic("eth", 2))).unwrap_err();
         assert_eq!(err.field(), Some("nics[1].name"));
         assert!(err.to_string().contains("stream \"eth q0\""), "{err}");
-        assert!(parse(&(nic("eth0") + &nic("eth1"))).is_ok());
+        assert!(parse(&(nic("eth0", 2) + &nic("eth1", 2))).is_ok());
     }
 
     #[test]
@@ -369,9 +373,7 @@ mod tests {
 
     #[test]
     fn a_drive_and_a_nic_of_one_name_are_valid_but_warned_about() {
-        let nic =
-            "[[nics]]\nname = \"ssd\"\nqueues = 1\nrx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
-        let sc = parse(&(drive("ssd") + nic)).unwrap();
+        let sc = parse(&(drive("ssd") + &nic("ssd", 1))).unwrap();
         // Through `Scenario::warnings`, as `irqsim run` prints them.
         let warnings = sc.warnings();
         assert!(
@@ -380,7 +382,7 @@ mod tests {
                 .any(|w| w.starts_with("nics[0].name = \"ssd\" is also nvme[0].name's name")),
             "{warnings:?}"
         );
-        let sc = parse(&(drive("ssd") + &nic.replace("ssd", "eth"))).unwrap();
+        let sc = parse(&(drive("ssd") + &nic("eth", 1))).unwrap();
         assert!(
             shared_source_names(&sc).is_empty(),
             "{:?}",
@@ -390,9 +392,6 @@ mod tests {
 
     #[test]
     fn a_component_named_like_another_components_source_is_warned_about() {
-        let dsa = |name: &str| {
-            format!("[[devices]]\nkind = \"dsa\"\nname = \"{name}\"\nvector = 0x21\ncpu = 1\narrival = {{ kind = \"poisson\", rate_per_s = 1e5 }}\n")
-        };
         // The drive's second queue raises as "ssd q1".
         let sc = parse(&(dsa("ssd q1") + &drive("ssd"))).unwrap();
         assert_eq!(
@@ -413,10 +412,8 @@ mod tests {
 
     #[test]
     fn a_drive_and_a_nic_of_one_name_are_told_once() {
-        let nic =
-            "[[nics]]\nname = \"ssd\"\nqueues = 2\nrx = { kind = \"poisson\", rate_per_s = 1e5 }\n";
         // Both queues collide; one sentence names the pair.
-        let sc = parse(&(drive("ssd") + nic)).unwrap();
+        let sc = parse(&(drive("ssd") + &nic("ssd", 2))).unwrap();
         assert_eq!(
             shared_source_names(&sc).len(),
             1,
