@@ -661,3 +661,19 @@ fn a_shootdown_initiator_needs_a_target_besides_itself() {
     assert!(check(load("[0, 1]", "target_socket = 0")).is_ok());
     assert!(check(load("[0]", "targets = [0, 1]")).is_ok());
 }
+
+/// Linux creates at most one I/O queue per CPU; more would be queues no CPU submits to.
+#[test]
+fn a_drive_with_more_queues_than_cpus_is_warned_about() {
+    let text = |queues: u32| {
+        format!("duration_us = 10\nmode = \"posted\"\n[cpus]\ncount = 4\n[[nvme]]\ndrive = {{ queues = {queues} }}\n[[jobs]]\ncpu = 0\ndrive = 0\niodepth = 4\n")
+    };
+    let sc = Scenario::from_toml_str(&text(16), "q.toml").unwrap();
+    sc.validate().unwrap();
+    assert_eq!(
+        sc.warnings(),
+        vec!["nvme[0].drive.queues = 16 is more than cpus.count = 4: Linux creates at most one I/O queue per CPU, and no CPU would submit to the other 12".to_string()]
+    );
+    let sc = Scenario::from_toml_str(&text(4), "q.toml").unwrap();
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+}

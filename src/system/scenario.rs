@@ -875,7 +875,17 @@ impl Scenario {
                 }
             }
         }
-        for i in 0..self.nvme.len() {
+        for (i, d) in self.nvme.iter().enumerate() {
+            // nvme_setup_io_queues() asks for at most one I/O queue per possible CPU, and
+            // blk-mq maps each CPU to one queue: the rest would never see a command.
+            if d.drive.queues > self.cpus.count {
+                out.push(format!(
+                    "nvme[{i}].drive.queues = {} is more than cpus.count = {}: Linux creates at most one I/O queue per CPU, and no CPU would submit to the other {}",
+                    d.drive.queues,
+                    self.cpus.count,
+                    d.drive.queues - self.cpus.count
+                ));
+            }
             if !self.jobs.iter().any(|j| j.drive as usize == i) {
                 out.push(format!(
                     "nvme[{i}]: no entry of `jobs` reads from this drive (jobs[*].drive = {i}), so it raises no MSI"
