@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::{
     explore_variant, is_device_vector, ExploreConfig, ExploreError, ExploreReport, ExploreResult,
     MemoryModel, MigrationCleanup, DEFAULT_ENTRIES, DEFAULT_MAX_STATES, DEFAULT_POSTS,
-    DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS,
+    DEFAULT_SN_TOGGLES, DEFAULT_URG_POSTS, MAX_POST_CHOICES,
 };
 use crate::kernel::posted_msi::FIRST_EXTERNAL_VECTOR;
 use crate::kernel::retrigger::PostedMsiAck;
@@ -219,6 +219,14 @@ fn parse_vectors(list: &str, choice: bool) -> Result<Vec<Vector>, String> {
             ));
         }
         vectors.push(v);
+    }
+    // The search branches on each vector of a choice at every post, and keeps one
+    // actor per vector in a fixed array.
+    if choice && vectors.len() > MAX_POST_CHOICES {
+        return Err(format!(
+            "{flag}: {} vectors: expected at most {MAX_POST_CHOICES} in a choice",
+            vectors.len()
+        ));
     }
     Ok(vectors)
 }
@@ -636,6 +644,21 @@ mod tests {
                 "{err}"
             );
         }
+        let seventeen = (0x21..0x32)
+            .map(|v| format!("{v:#04x}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let (code, _, err) = run_str(&[
+            "--variant",
+            "rfc",
+            "--vectors",
+            &format!("any-of:{seventeen}"),
+        ]);
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("17 vectors: expected at most 16 in a choice"),
+            "{err}"
+        );
         let (code, _, err) = run_str(&["--variant", "rfc", "--vectors", "0xeb"]);
         assert_eq!(code, 2, "{err}");
         let (code, _, err) = run_str(&["--variant", "rfc", "--max-states", "10"]);

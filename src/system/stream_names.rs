@@ -175,6 +175,11 @@ pub(super) fn vmd_vector_source(domain: &str, vector: u16) -> String {
 fn source_names(sc: &Scenario) -> Vec<(String, String, String)> {
     use devices::VmdMode;
     let mut out = Vec::new();
+    fn queues(out: &mut Vec<(String, String, String)>, name: String, field: String, count: u32) {
+        for q in 0..count as usize {
+            out.push((queue_source(&name, q), field.clone(), name.clone()));
+        }
+    }
     for i in 0..sc.devices.len() {
         let name = sc.device_name(i);
         out.push((name.clone(), format!("devices[{i}].name"), name));
@@ -187,24 +192,20 @@ fn source_names(sc: &Scenario) -> Vec<(String, String, String)> {
         if behind_remapping_vmd {
             continue;
         }
-        let name = sc.nvme_name(i);
-        for q in 0..d.drive.queues as usize {
-            out.push((
-                queue_source(&name, q),
-                format!("nvme[{i}].name"),
-                name.clone(),
-            ));
-        }
+        queues(
+            &mut out,
+            sc.nvme_name(i),
+            format!("nvme[{i}].name"),
+            d.drive.queues,
+        );
     }
     for (i, n) in sc.nics.iter().enumerate() {
-        let name = sc.nic_name(i);
-        for q in 0..n.queues as usize {
-            out.push((
-                queue_source(&name, q),
-                format!("nics[{i}].name"),
-                name.clone(),
-            ));
-        }
+        queues(
+            &mut out,
+            sc.nic_name(i),
+            format!("nics[{i}].name"),
+            n.queues,
+        );
     }
     for (i, v) in sc.vmd.iter().enumerate() {
         if v.vmd.mode != VmdMode::Remap {
