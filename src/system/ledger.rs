@@ -22,7 +22,11 @@ pub struct MsiToken {
 }
 
 /// MSIs waiting at one (CPU, vector).
+///
+/// Two cache lines, aligned: a posted MSI touches only the first (PIR, harvested), a
+/// remapped one only the second (IRR, in service).
 #[derive(Default, Debug)]
+#[repr(align(64))]
 struct Slot {
     /// Bit set in the CPU's PIR (posted mode).
     in_pir: TokenBag,
