@@ -270,7 +270,7 @@ impl ExploreConfig {
 
     /// Checks the bounds: device vectors only (0x20 up to, not including, the
     /// notification vector), at most [`MAX_POSTS`] posts per stream and SN changes, at
-    /// least one operation per handler entry.
+    /// least one handler entry, and at least one operation per handler entry.
     pub fn validate(&self) -> Result<(), ExploreError> {
         // The length first, so the pairwise repeat check sees at most 16 vectors.
         if self.post_choices.len() > MAX_POST_CHOICES {
@@ -341,6 +341,15 @@ impl ExploreConfig {
                 field: "sn_toggles",
                 value: u64::from(self.sn_toggles),
                 allowed: format!("at most {MAX_POSTS}"),
+            });
+        }
+        if self.entries == 0 {
+            return Err(ExploreError::Bound {
+                field: "entries",
+                value: 0,
+                allowed: "at least 1: with no handler entry the variant never runs, every \
+                          post stays in PIR, and the search would pass without checking it"
+                    .into(),
             });
         }
         if self.max_handler_ops == 0 {
