@@ -677,3 +677,19 @@ fn a_drive_with_more_queues_than_cpus_is_warned_about() {
     let sc = Scenario::from_toml_str(&text(4), "q.toml").unwrap();
     assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
 }
+
+/// CPUs split unevenly over sockets: valid (the split is defined), but no server has it.
+#[test]
+fn cpus_that_do_not_split_evenly_over_the_sockets_are_warned_about() {
+    let text = |count: u32, sockets: u32| {
+        format!("duration_us = 10\nmode = \"posted\"\n[cpus]\ncount = {count}\nsockets = {sockets}\n[[devices]]\nkind = \"dsa\"\nvector = 0x30\narrival = {{ kind = \"fixed\", interval_ns = 1000 }}\n")
+    };
+    let sc = Scenario::from_toml_str(&text(4, 3), "s.toml").unwrap();
+    sc.validate().unwrap();
+    assert_eq!(
+        sc.warnings(),
+        vec!["cpus.count = 4 is not a multiple of cpus.sockets = 3: the sockets get 2, 1, 1 CPUs, where a server's sockets each have the same number".to_string()]
+    );
+    let sc = Scenario::from_toml_str(&text(6, 3), "s.toml").unwrap();
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+}

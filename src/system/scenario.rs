@@ -856,6 +856,19 @@ impl Scenario {
     /// The command line prints them on stderr before running; nothing refuses them.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if self.cpus.topology.is_none() && self.cpus.count % self.cpus.sockets != 0 {
+            let mut per_socket = vec![0u32; self.cpus.sockets as usize];
+            for cpu in 0..self.cpus.count {
+                per_socket[self.socket_of(cpu) as usize] += 1;
+            }
+            let counts: Vec<String> = per_socket.iter().map(u32::to_string).collect();
+            out.push(format!(
+                "cpus.count = {} is not a multiple of cpus.sockets = {}: the sockets get {} CPUs, where a server's sockets each have the same number",
+                self.cpus.count,
+                self.cpus.sockets,
+                counts.join(", ")
+            ));
+        }
         if !self.cpus.pid_addresses.is_empty() {
             let mut seen = std::collections::BTreeMap::new();
             for (cpu, a) in self.cpus.pid_addresses.iter().enumerate() {
