@@ -8,7 +8,8 @@
 #   scripts/compare-speed.sh large 7 5000 /tmp/irqsim.before target/release/irqsim
 #
 # On a shared 2-core VM single runs vary by several percent; a difference smaller than
-# the spread of the runs is not a result. For small layout changes, compare
+# the spread of the runs is not a result. Each comparison ends with a sign test over
+# the rounds and a resampled 90% interval on the median ratio, to say so. For small layout changes, compare
 # scripts/per-event-counts.sh instead: its counts do not vary.
 set -euo pipefail
 if [ $# -lt 4 ]; then
@@ -30,7 +31,7 @@ for _ in $(seq "$rounds"); do
   done
 done
 python3 - "$results" "$@" <<'PY'
-import statistics, sys
+import math, random, statistics, sys
 path, bins = sys.argv[1], sys.argv[2:]
 runs = {b: [] for b in bins}
 for line in open(path):
@@ -49,4 +50,15 @@ for b in bins[1:]:
     print(f"{b} / {base}, round by round: median {statistics.median(ratios):.3f}, "
           f"least {ratios[0]:.3f}, greatest {ratios[-1]:.3f}; "
           f"faster in {faster} of {len(ratios)} rounds")
+    # Whether the rounds say anything at all: a two-sided sign test (the chance of a
+    # count at least this lopsided if neither build were faster), and an interval on
+    # the median ratio by resampling the rounds (seeded, so a rerun prints the same).
+    n = len(ratios)
+    k = min(faster, n - faster)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+    rng = random.Random(1)
+    medians = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(2000))
+    print(f"    sign test p = {p:.3f}; median ratio 90% interval "
+          f"{medians[100]:.3f}-{medians[1899]:.3f} (resampled rounds); "
+          f"an interval that holds 1 is no result")
 PY
