@@ -108,6 +108,11 @@ pub struct MsiBalance {
     /// them back (the sum of `sources[].msi_backlog`). Not in `generated` until they
     /// are written: offered = generated + held_back_in_devices.
     pub held_back_in_devices: u64,
+    /// How long the oldest MSI waiting at a CPU (in PIR, harvested, in IRR or in
+    /// service) had waited when the report was taken, from its raise; null when none
+    /// waits there. The latency percentiles count handled MSIs only, so a starved
+    /// vector's MSIs show here and not there.
+    pub oldest_pending_at_cpu_age_ns: Option<f64>,
     /// generated == handled + pending + sum(dropped); always true unless irqsim has a bug.
     pub balanced: bool,
 }

@@ -155,6 +155,13 @@ pub fn render_report_with(r: &Report, detail: Detail) -> String {
             m.generated + m.held_back_in_devices
         );
     }
+    if let Some(age) = m.oldest_pending_at_cpu_age_ns {
+        let _ = writeln!(
+            s,
+            "  oldest MSI waiting at a CPU: raised {:.1} us before the end (not in the latency percentiles, which count handled MSIs)",
+            age / 1e3
+        );
+    }
     for (reason, n) in &m.dropped {
         let _ = writeln!(s, "  dropped {reason}: {n}");
     }

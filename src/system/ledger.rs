@@ -363,6 +363,18 @@ impl Ledger {
         p
     }
 
+    /// The earliest raise time among the MSIs waiting at a CPU (in PIR, harvested, in
+    /// IRR or in service); `None` when no MSI waits there. MSIs in a port, an IOMMU or
+    /// the fabric are only counted, not timed, and are not looked at.
+    pub fn oldest_at_cpus(&self) -> Option<SimTime> {
+        self.cpus
+            .iter()
+            .flat_map(|c| &c.slots)
+            .flat_map(|s| [&s.in_pir, &s.harvested, &s.in_irr, &s.in_service])
+            .filter_map(TokenBag::oldest)
+            .min()
+    }
+
     /// generated == handled + pending + dropped. False means a simulator bug.
     pub fn is_balanced(&self) -> bool {
         self.generated == self.handled + self.pending().total() + self.dropped_total()
@@ -396,6 +408,24 @@ mod tests {
         l.handler_started(0, Vector(0x21), &mut served);
         assert_eq!(served.count(), 0);
         assert_eq!(l.spurious_handler_calls, 1);
+    }
+
+    #[test]
+    fn the_oldest_msi_at_a_cpu_is_found_in_any_place_and_leaves_with_it() {
+        let mut l = Ledger::new(2);
+        assert_eq!(l.oldest_at_cpus(), None);
+        l.posted(1, Vector(0x40), tok(0, 900), false);
+        l.accepted_in_irr(0, Vector(0x21), tok(1, 400), false);
+        l.accepted_in_irr(0, Vector(0x22), tok(2, 700), false);
+        assert_eq!(l.oldest_at_cpus(), Some(SimTime(400)));
+        // Acknowledged into ISR, it still waits for its handler.
+        l.acknowledged(0, Vector(0x21));
+        assert_eq!(l.oldest_at_cpus(), Some(SimTime(400)));
+        let mut served = Served::default();
+        l.handler_started(0, Vector(0x21), &mut served);
+        assert_eq!(l.oldest_at_cpus(), Some(SimTime(700)));
+        l.harvested_word(1, 1, 1 << (0x40 - 64));
+        assert_eq!(l.oldest_at_cpus(), Some(SimTime(700)));
     }
 
     #[test]

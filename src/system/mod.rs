@@ -1346,6 +1346,10 @@ impl System {
                 merged: self.ledger.merged,
                 spurious_handler_calls: self.ledger.spurious_handler_calls,
                 held_back_in_devices: held_back,
+                oldest_pending_at_cpu_age_ns: self
+                    .ledger
+                    .oldest_at_cpus()
+                    .map(|raised| self.now().since(raised).as_ns_f64()),
                 balanced,
             },
             notifications: Notifications {
