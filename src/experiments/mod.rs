@@ -104,6 +104,7 @@ fn format_cell(v: &serde_json::Value) -> String {
             _ => group_digits(&n.to_string()),
         },
         serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
         other => other.to_string(),
     }
 }
