@@ -109,12 +109,8 @@ impl TokenBag {
     /// The earliest raise time of any MSI in the bag (exact: a span's `first` is one
     /// of its MSIs' raise times).
     pub fn oldest(&self) -> Option<SimTime> {
-        let exact = self.exact().iter().map(|t| t.raised).min();
-        let spans = self.spans().first().map(|s| s.first);
-        match (exact, spans) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let exact = self.exact().iter().map(|t| t.raised);
+        exact.chain(self.spans().first().map(|s| s.first)).min()
     }
 
     /// The MSIs kept as counts, in order of raise time.
