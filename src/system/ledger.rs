@@ -424,8 +424,14 @@ mod tests {
         let mut served = Served::default();
         l.handler_started(0, Vector(0x21), &mut served);
         assert_eq!(l.oldest_at_cpus(), Some(SimTime(700)));
+        l.acknowledged(0, Vector(0x22));
+        l.handler_started(0, Vector(0x22), &mut served);
+        // Only CPU 1's posted MSI is left; taken out of PIR, it still waits.
+        assert_eq!(l.oldest_at_cpus(), Some(SimTime(900)));
         l.harvested_word(1, 1, 1 << (0x40 - 64));
-        assert_eq!(l.oldest_at_cpus(), Some(SimTime(700)));
+        assert_eq!(l.oldest_at_cpus(), Some(SimTime(900)));
+        l.handler_started(1, Vector(0x40), &mut served);
+        assert_eq!(l.oldest_at_cpus(), None);
     }
 
     #[test]
