@@ -275,3 +275,45 @@ fn sweeps_plot_a_metric_against_the_first_axis_by_the_others() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(sweep_figure(&[], "handled_per_s").is_err());
 }
+
+/// A field that is null at some points (a report's `msis.oldest_pending_at_cpu_age_ns`
+/// when no MSI waits at a CPU) leaves those points out and says so; null everywhere is
+/// an error, and a value that is neither null nor a number is still "no metric".
+#[test]
+fn sweep_points_with_a_null_value_are_left_out_and_counted_in_the_caption() {
+    let mut recs = run_small(
+        "seed = 4\nbase = \"default\"\n[set]\nduration_us = 200\n[[axes]]\nfield = \"devices[*].arrival.rate_per_s\"\nvalues = [2.5e5, 5e5, 1e6]\n[[axes]]\nfield = \"mode\"\nvalues = [\"posted\", \"remapped\"]\n",
+    );
+    let key = "msis.oldest_pending_at_cpu_age_ns";
+    for r in &mut recs {
+        let v = if r.point == 1 {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(1000.0 * (r.point + 1) as f64)
+        };
+        r.metrics.insert(key.into(), v);
+    }
+    let fig = sweep_figure(&recs, key).unwrap();
+    let drawn: usize = fig.series.iter().map(|s| s.points.len()).sum();
+    assert_eq!(drawn, recs.len() - 1);
+    assert!(
+        fig.caption
+            .iter()
+            .any(|c| c == &format!("1 of 6 points have no value of {key} (null) and are not drawn")),
+        "{:?}",
+        fig.caption
+    );
+    assert_well_formed(&fig.to_svg().unwrap());
+
+    for r in &mut recs {
+        r.metrics.insert(key.into(), serde_json::Value::Null);
+    }
+    let e = sweep_figure(&recs, key).unwrap_err();
+    assert!(e.contains("null at every point"), "{e}");
+
+    recs[0]
+        .metrics
+        .insert(key.into(), serde_json::json!("soon"));
+    let e = sweep_figure(&recs, key).unwrap_err();
+    assert!(e.contains("point 0 has no numeric metric"), "{e}");
+}

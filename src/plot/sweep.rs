@@ -19,9 +19,16 @@ pub fn sweep_figure(records: &[PointRecord], y: &str) -> Result<Figure, String> 
     let Some(&x_field) = axes.first() else {
         return Err("the sweep has no axes, so there is nothing to plot against".into());
     };
-    let mut ys = Vec::with_capacity(records.len());
+    // A null value is a field with nothing to report at that point (no MSI waiting,
+    // say): the point is left out of the figure, and the caption says so. Any other
+    // value that is not a number means `y` is not a metric.
+    let mut ys: Vec<Option<f64>> = Vec::with_capacity(records.len());
     for r in records {
-        ys.push(r.metric(y).ok_or_else(|| {
+        if matches!(r.metrics.get(y), Some(serde_json::Value::Null)) {
+            ys.push(None);
+            continue;
+        }
+        ys.push(Some(r.metric(y).ok_or_else(|| {
             let mut names = Metrics::names();
             names.extend(
                 r.metrics
@@ -35,7 +42,13 @@ pub fn sweep_figure(records: &[PointRecord], y: &str) -> Result<Figure, String> 
                 r.point,
                 names.join(", ")
             )
-        })?);
+        })?));
+    }
+    let without_value = ys.iter().filter(|v| v.is_none()).count();
+    if without_value == records.len() {
+        return Err(format!(
+            "`{y}` is null at every point of the sweep, so there is nothing to plot"
+        ));
     }
     let xs: Vec<Option<f64>> = records
         .iter()
@@ -54,7 +67,7 @@ pub fn sweep_figure(records: &[PointRecord], y: &str) -> Result<Figure, String> 
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let ymax = ys.iter().map(|v| v.abs()).fold(0.0, f64::max);
+    let ymax = ys.iter().flatten().map(|v| v.abs()).fold(0.0, f64::max);
     let y_scaled = scale_for_display(y, unit_of(y), ymax);
 
     let mut categories: Vec<String> = Vec::new();
@@ -99,6 +112,7 @@ pub fn sweep_figure(records: &[PointRecord], y: &str) -> Result<Figure, String> 
 
     let mut series: Vec<Series> = Vec::new();
     for ((r, x), yv) in records.iter().zip(&xvals).zip(&ys) {
+        let Some(yv) = yv else { continue };
         let key = series_key(r);
         let p = (*x, yv * y_scaled.factor);
         match series.iter_mut().find(|s| s.name == key) {
@@ -136,6 +150,12 @@ pub fn sweep_figure(records: &[PointRecord], y: &str) -> Result<Figure, String> 
             ""
         }
     ));
+    if without_value > 0 {
+        caption.push(format!(
+            "{without_value} of {} points have no value of {y} (null) and are not drawn",
+            records.len()
+        ));
+    }
     Ok(Figure {
         title: format!("{y} vs {x_field}"),
         x_label,
