@@ -9,8 +9,8 @@
 #
 # On a shared 2-core VM single runs vary by several percent; a difference smaller than
 # the spread of the runs is not a result. Each comparison ends with a sign test over
-# the rounds and a resampled 90% interval on the median ratio, to say so. For small layout changes, compare
-# scripts/per-event-counts.sh instead: its counts do not vary.
+# the rounds and a resampled 90% interval on the median ratio, to say so. For small
+# layout changes, compare scripts/per-event-counts.sh instead: its counts do not vary.
 set -euo pipefail
 if [ $# -lt 4 ]; then
   sed -n '2,9p' "$0" >&2

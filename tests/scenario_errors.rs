@@ -692,4 +692,9 @@ fn cpus_that_do_not_split_evenly_over_the_sockets_are_warned_about() {
     );
     let sc = Scenario::from_toml_str(&text(6, 3), "s.toml").unwrap();
     assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+    // Not yet validated, zero sockets: validation refuses it, and the warnings, which
+    // a library user may ask for first, do not panic on it.
+    let sc = Scenario::from_toml_str(&text(4, 0), "s.toml").unwrap();
+    assert!(sc.validate().is_err());
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
 }

@@ -856,7 +856,10 @@ impl Scenario {
     /// The command line prints them on stderr before running; nothing refuses them.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.cpus.topology.is_none() && self.cpus.count % self.cpus.sockets != 0 {
+        // `checked_rem`: this is public and may see a scenario not yet validated, whose
+        // `sockets` may be 0 (validation refuses it; a warning must not panic on it).
+        let uneven = self.cpus.count.checked_rem(self.cpus.sockets);
+        if self.cpus.topology.is_none() && uneven.is_some_and(|r| r != 0) {
             let mut per_socket = vec![0u32; self.cpus.sockets as usize];
             for cpu in 0..self.cpus.count {
                 per_socket[self.socket_of(cpu) as usize] += 1;
