@@ -194,6 +194,33 @@ pub struct ScenarioBench {
     pub ratio_to_heap_range: Option<[f64; 2]>,
     /// The build that measured it.
     pub build: BuildInfo,
+    /// When the median round ran for less than [`STEADY_ROUND_SECONDS`] of wall clock:
+    /// a simulated duration, us, that would make a round take about
+    /// [`SUGGESTED_ROUND_SECONDS`] at the speed measured (`--duration-us`). `None` when
+    /// the rounds were long enough.
+    pub suggested_duration_us: Option<f64>,
+}
+
+/// A round shorter than this, in wall-clock seconds, is as much the host's timer, its
+/// page faults and its caches warming up as the model's steady state, and one preempted
+/// millisecond moves it by a large share: the bench then suggests a longer duration.
+pub const STEADY_ROUND_SECONDS: f64 = 0.1;
+
+/// The wall-clock length of a round, s, that a suggested duration aims at.
+pub const SUGGESTED_ROUND_SECONDS: f64 = 0.25;
+
+/// The simulated duration, us, that would make a run of `sim_time_us` that took
+/// `wall_seconds` take [`SUGGESTED_ROUND_SECONDS`], to two significant figures and
+/// within the scenario's limit; `None` when the run took [`STEADY_ROUND_SECONDS`] or
+/// more, or measured nothing.
+pub fn suggested_duration_us(sim_time_us: f64, wall_seconds: f64) -> Option<f64> {
+    if wall_seconds >= STEADY_ROUND_SECONDS || sim_time_us <= 0.0 || wall_seconds <= 0.0 {
+        return None;
+    }
+    let wanted = sim_time_us * SUGGESTED_ROUND_SECONDS / wall_seconds;
+    let step = 10f64.powi(wanted.log10().floor() as i32 - 1);
+    let rounded = (wanted / step).ceil() * step;
+    Some(rounded.min(crate::system::scenario::MAX_DURATION_US))
 }
 
 /// The figures of one round of [`bench_scenario_rounds`].
@@ -387,6 +414,7 @@ pub fn bench_scenario_rounds(
         ns_per_event_range,
         ratio_to_heap_range,
         build: BuildInfo::current(),
+        suggested_duration_us: suggested_duration_us(run.sim_time_us, secs),
     })
 }
 
@@ -513,5 +541,47 @@ mod tests {
         assert!(alone.rounds.iter().all(|r| r.heap_ns_per_event.is_none()));
         // Every round ran the same simulation.
         assert_eq!(alone.events, b.events);
+    }
+
+    #[test]
+    fn a_short_round_gets_a_duration_that_would_take_the_suggested_time() {
+        // 2 ms simulated in 3 ms of wall clock: 0.25 s would take 166,667 us, shown as
+        // 170,000 (two significant figures, rounded up so the round is not shorter).
+        assert_eq!(suggested_duration_us(2000.0, 0.003), Some(170_000.0));
+        // Long enough already, at the threshold or past it.
+        assert_eq!(suggested_duration_us(2000.0, STEADY_ROUND_SECONDS), None);
+        assert_eq!(suggested_duration_us(10_000.0, 0.99), None);
+        // Nothing measured: no suggestion rather than an infinite one.
+        assert_eq!(suggested_duration_us(2000.0, 0.0), None);
+        assert_eq!(suggested_duration_us(0.0, 0.003), None);
+        // Never past what a scenario may ask for.
+        assert_eq!(
+            suggested_duration_us(3.0e9, 0.001),
+            Some(crate::system::scenario::MAX_DURATION_US)
+        );
+        // The suggestion, run at the measured speed, takes at least the target.
+        for (sim, wall) in [(1.0, 1e-6), (37.0, 0.0123), (5e5, 0.0999)] {
+            let us = suggested_duration_us(sim, wall).unwrap();
+            let wall_then = us / sim * wall;
+            assert!(
+                (SUGGESTED_ROUND_SECONDS..SUGGESTED_ROUND_SECONDS * 1.11).contains(&wall_then),
+                "{sim} us in {wall} s -> {us} us, {wall_then} s"
+            );
+        }
+    }
+
+    #[test]
+    fn the_bench_reports_its_suggestion_from_the_median_round() {
+        // Whether a suggestion is due depends on the host's speed; which round it comes
+        // from does not: the median's, like every other top-level figure.
+        let mut sc =
+            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
+        sc.duration_us = 100.0;
+        let b = bench_scenario_rounds(&sc, false, 3).unwrap();
+        assert_eq!(
+            b.suggested_duration_us,
+            suggested_duration_us(b.sim_time_us, b.wall_seconds)
+        );
+        assert_eq!(b.sim_time_us, 100.0);
     }
 }

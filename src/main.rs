@@ -152,6 +152,13 @@ fn run_bench(cmd: BenchCommand) -> Result<(), String> {
                     None => println!(),
                 }
             }
+            if let Some(us) = b.suggested_duration_us {
+                println!(
+                    "  note: the median round ran {:.1} ms of wall clock, too short to measure steadily; --duration-us {us} would take about {} s a round",
+                    b.wall_seconds * 1e3,
+                    irqsim::bench::SUGGESTED_ROUND_SECONDS
+                );
+            }
             if let Some(mix) = &b.event_mix {
                 println!("  event mix (untimed run; per MSI, share of events):");
                 for row in mix.iter().take(EVENT_MIX_ROWS_SHOWN) {
