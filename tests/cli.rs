@@ -170,6 +170,17 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
     let per_msi = v["events_per_msi"].as_f64().unwrap();
     assert!((per_msi - events as f64 / msis as f64).abs() < 1e-9);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    // A round under 0.1 s gets a duration for 0.25 s at the speed measured, so at least
+    // 2.5 times as long as the 150 us it ran; a round that long already gets none.
+    let suggested = &v["suggested_duration_us"];
+    let wall = v["wall_seconds"].as_f64().unwrap();
+    match suggested.as_f64() {
+        Some(us) => assert!(wall < 0.1 && us >= 375.0, "{us} us after {wall} s"),
+        None => assert!(
+            suggested.is_null() && wall >= 0.1,
+            "{suggested} after {wall} s"
+        ),
+    }
     // The binary under test is built with the tests' profile, never profile-guided.
     assert_eq!(v["build"]["debug_assertions"], cfg!(debug_assertions));
     assert!(v["build"]["profile_guided"].is_null());
