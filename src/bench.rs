@@ -218,8 +218,16 @@ pub fn suggested_duration_us(sim_time_us: f64, wall_seconds: f64) -> Option<f64>
         return None;
     }
     let wanted = sim_time_us * SUGGESTED_ROUND_SECONDS / wall_seconds;
-    let step = 10f64.powi(wanted.log10().floor() as i32 - 1);
-    let rounded = (wanted / step).ceil() * step;
+    // Below 10 us the step is a negative power of ten: divide by its exact inverse, so
+    // that 13 steps of 0.001 print as 0.013 and not 0.013000000000000001.
+    let exponent = wanted.log10().floor() as i32 - 1;
+    let rounded = if exponent >= 0 {
+        let step = 10f64.powi(exponent);
+        (wanted / step).ceil() * step
+    } else {
+        let per_unit = 10f64.powi(-exponent);
+        (wanted * per_unit).ceil() / per_unit
+    };
     Some(rounded.min(crate::system::scenario::MAX_DURATION_US))
 }
 
@@ -558,6 +566,15 @@ mod tests {
         assert_eq!(
             suggested_duration_us(3.0e9, 0.001),
             Some(crate::system::scenario::MAX_DURATION_US)
+        );
+        // A scenario so heavy that 0.25 s covers a few microseconds gets a short, clean
+        // figure, rounded up: 1 us in 99.9 ms -> 2.6 us (from 2.503); 0.5 us in 96 ms ->
+        // 1.4 us (from 1.302).
+        assert_eq!(suggested_duration_us(1.0, 0.0999), Some(2.6));
+        assert_eq!(suggested_duration_us(0.5, 0.096), Some(1.4));
+        assert_eq!(
+            suggested_duration_us(0.05, 0.096).map(|us| us.to_string()),
+            Some("0.14".into())
         );
         // The suggestion, run at the measured speed, takes at least the target.
         for (sim, wall) in [(1.0, 1e-6), (37.0, 0.0123), (5e5, 0.0999)] {
