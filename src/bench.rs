@@ -443,6 +443,14 @@ pub fn peak_rss_bytes() -> u64 {
 mod tests {
     use super::*;
 
+    /// The embedded default scenario, shortened to `duration_us`.
+    fn default_for_us(duration_us: f64) -> Scenario {
+        let mut sc =
+            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
+        sc.duration_us = duration_us;
+        sc
+    }
+
     #[test]
     fn both_engines_reach_the_same_simulated_time() {
         let a = ping_irqsim(100, 10_000, 3);
@@ -453,9 +461,7 @@ mod tests {
 
     #[test]
     fn mean_pending_is_the_queue_length_seen_by_each_event() {
-        let mut sc =
-            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
-        sc.duration_us = 300.0;
+        let sc = default_for_us(300.0);
         let mean = mean_pending(&sc).unwrap();
         // Stepped by hand: the length just before each event of the run is popped.
         let mut sys = System::new(&sc).unwrap();
@@ -476,9 +482,7 @@ mod tests {
 
     #[test]
     fn the_heap_comparison_runs_at_the_measured_pending_count() {
-        let mut sc =
-            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
-        sc.duration_us = 200.0;
+        let sc = default_for_us(200.0);
         let b = bench_scenario(&sc, true).unwrap();
         let heap = b.heap.expect("asked for");
         assert_eq!(heap.pending, (b.mean_pending.round() as u64).max(1));
@@ -516,9 +520,7 @@ mod tests {
 
     #[test]
     fn several_rounds_report_the_median_round_and_the_range() {
-        let mut sc =
-            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
-        sc.duration_us = 100.0;
+        let sc = default_for_us(100.0);
         let b = bench_scenario_rounds(&sc, true, 3).unwrap();
         assert_eq!(b.rounds.len(), 3);
         let mut ratios: Vec<f64> = b.rounds.iter().map(|r| r.ratio_to_heap.unwrap()).collect();
@@ -591,9 +593,7 @@ mod tests {
     fn the_bench_reports_its_suggestion_from_the_median_round() {
         // Whether a suggestion is due depends on the host's speed; which round it comes
         // from does not: the median's, like every other top-level figure.
-        let mut sc =
-            Scenario::from_toml_str(crate::scenarios::embedded("default").unwrap(), "d").unwrap();
-        sc.duration_us = 100.0;
+        let sc = default_for_us(100.0);
         let b = bench_scenario_rounds(&sc, false, 3).unwrap();
         assert_eq!(
             b.suggested_duration_us,

@@ -172,7 +172,9 @@ fn bench_scenario_reports_rates_and_honours_the_duration_override() {
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     // A round under 0.1 s gets a duration for 0.25 s at the speed measured, so at least
     // 2.5 times as long as the 150 us it ran; a round that long already gets none.
-    let suggested = &v["suggested_duration_us"];
+    let suggested = v
+        .get("suggested_duration_us")
+        .expect("the key, null or a number");
     let wall = v["wall_seconds"].as_f64().unwrap();
     match suggested.as_f64() {
         Some(us) => assert!(wall < 0.1 && us >= 375.0, "{us} us after {wall} s"),

@@ -697,4 +697,13 @@ fn cpus_that_do_not_split_evenly_over_the_sockets_are_warned_about() {
     let sc = Scenario::from_toml_str(&text(4, 0), "s.toml").unwrap();
     assert!(sc.validate().is_err());
     assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
+    // Nor on more sockets than validation allows (one tally per socket would be 16 GiB
+    // here): validation names the field, and the warnings leave it to it.
+    let sc = Scenario::from_toml_str(&text(4, u32::MAX), "s.toml").unwrap();
+    assert!(sc
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("cpus.sockets"));
+    assert!(sc.warnings().is_empty(), "{:?}", sc.warnings());
 }

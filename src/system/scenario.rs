@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::costs::Costs;
 use crate::kernel::posted_msi::{variant_by_name, VARIANT_NAMES};
+use crate::topology::MAX_SOCKETS;
 
 /// Longest run a scenario may ask for: one hour of simulated time keeps every
 /// timestamp far from the end of the u64 picosecond range.
@@ -856,10 +857,12 @@ impl Scenario {
     /// The command line prints them on stderr before running; nothing refuses them.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        // `checked_rem`: this is public and may see a scenario not yet validated, whose
-        // `sockets` may be 0 (validation refuses it; a warning must not panic on it).
-        let uneven = self.cpus.count.checked_rem(self.cpus.sockets);
-        if self.cpus.topology.is_none() && uneven.is_some_and(|r| r != 0) {
+        // This is public and may see a scenario not yet validated. Only counts that
+        // validation allows are looked at: 0 sockets would divide by zero, and 2^32 - 1
+        // would size the tally at 16 GiB; validation names the field of either.
+        let (count, sockets) = (self.cpus.count, self.cpus.sockets);
+        let splittable = count <= MAX_CPUS && (1..=count.min(MAX_SOCKETS)).contains(&sockets);
+        if self.cpus.topology.is_none() && splittable && count % sockets != 0 {
             let mut per_socket = vec![0u32; self.cpus.sockets as usize];
             for cpu in 0..self.cpus.count {
                 per_socket[self.socket_of(cpu) as usize] += 1;
@@ -1048,13 +1051,13 @@ impl Scenario {
                 format!("1..={MAX_CPUS} CPUs"),
             ));
         }
-        if c.sockets == 0 || c.sockets > c.count.min(64) {
+        if c.sockets == 0 || c.sockets > c.count.min(MAX_SOCKETS) {
             return Err(ScenarioError::invalid(
                 "cpus.sockets",
                 c.sockets,
                 format!(
-                    "1..={} (at most one socket per CPU, and 64)",
-                    c.count.min(64)
+                    "1..={} (at most one socket per CPU, and {MAX_SOCKETS})",
+                    c.count.min(MAX_SOCKETS)
                 ),
             ));
         }
